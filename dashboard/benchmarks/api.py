@@ -1,0 +1,151 @@
+"""JSON API: the ingest endpoint for runners and CI systems, and the reads pages and checks use."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import date
+
+from django.http import HttpRequest, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.benchmarks import selectors
+from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
+from dashboard.benchmarks.services import IngestRejected, report_ingest
+
+
+def _error(message: str, *, status: int) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+def _report_bytes(request: HttpRequest) -> tuple[bytes, dict[str, str]]:
+    """Accept multipart (a `report` file plus fields) or JSON (`report` as an object or base64 text)."""
+    if request.content_type == "multipart/form-data":
+        upload = request.FILES.get("report")
+        if upload is None:
+            raise IngestRejected("missing 'report' file in the multipart body")
+        return upload.read(), {
+            key: str(request.POST.get(key, "")) for key in ("commit", "suite", "hardware", "runner")
+        }
+    try:
+        body = json.loads(request.body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise IngestRejected(f"request body is not valid JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise IngestRejected("request body must be a JSON object")
+    report = body.get("report")
+    if isinstance(report, dict):
+        raw = json.dumps(report).encode()
+    elif isinstance(report, str):
+        try:
+            raw = base64.b64decode(report, validate=True)
+        except (binascii.Error, ValueError):
+            raise IngestRejected("'report' text must be base64 of the report file") from None
+    else:
+        raise IngestRejected("missing 'report': the guidellm JSON report as an object or base64 text")
+    return raw, {key: str(body.get(key) or "") for key in ("commit", "suite", "hardware", "runner")}
+
+
+@csrf_exempt
+@require_POST
+def runs_create(request: HttpRequest) -> JsonResponse:
+    try:
+        raw, fields = _report_bytes(request)
+        missing = [key for key in ("commit", "suite", "hardware") if not fields[key]]
+        if missing:
+            raise IngestRejected(f"missing field(s): {', '.join(missing)}")
+        outcome = report_ingest(
+            raw=raw,
+            commit_sha=fields["commit"],
+            suite_name=fields["suite"],
+            hardware_class=fields["hardware"],
+            runner_name=fields["runner"] or None,
+        )
+    except IngestRejected as error:
+        return _error(error.reason, status=400)
+    return JsonResponse(
+        {
+            "run": outcome.run.pk,
+            "created": outcome.created,
+            "measurements": outcome.measurement_count,
+            "url": f"/runs/{outcome.run.pk}/",
+        },
+        status=201 if outcome.created else 200,
+    )
+
+
+@require_GET
+def commit_measurements(request: HttpRequest, sha: str) -> JsonResponse:
+    commit = selectors.commit_get(sha=sha)
+    if commit is None:
+        return _error(f"unknown commit {sha!r}", status=404)
+    rows = selectors.commit_measurements(commit=commit)
+    return JsonResponse(
+        {
+            "commit": commit.sha,
+            "measurements": [
+                {
+                    "suite": row.suite,
+                    "hardware": row.hardware,
+                    "concurrency": row.concurrency,
+                    "metric": row.metric,
+                    "value": row.value,
+                }
+                for row in rows
+            ],
+        }
+    )
+
+
+def _date_param(request: HttpRequest, name: str) -> date | None:
+    value = request.GET.get(name)
+    if not value:
+        return None
+    return date.fromisoformat(value)
+
+
+@require_GET
+def suite_series(request: HttpRequest, suite: str) -> JsonResponse:
+    """Raw points of a suite's timelines; `metric`, `hardware`, `from`, `to`, `concurrency` filter."""
+    suite_row = get_object_or_404(Suite, name=suite)
+    hardware = request.GET.get("hardware") or suite_row.hardware_class
+    metrics = tuple(m for m in request.GET.getlist("metric") if m) or HEADLINE_METRICS
+    try:
+        date_from, date_to = _date_param(request, "from"), _date_param(request, "to")
+        concurrencies = tuple(int(c) for c in request.GET.getlist("concurrency") if c)
+    except ValueError as error:
+        return _error(f"bad filter: {error}", status=400)
+    series = selectors.timeline_series(
+        suite=suite_row,
+        hardware_class=hardware,
+        metrics=metrics,
+        date_from=date_from,
+        date_to=date_to,
+        concurrencies=concurrencies,
+    )
+    return JsonResponse(
+        {
+            "suite": suite_row.name,
+            "hardware": hardware,
+            "series": [
+                {
+                    "metric": item.metric,
+                    "concurrency": item.concurrency,
+                    "points": [
+                        {
+                            "commit": point.commit_sha,
+                            "committed_at": point.committed_at.isoformat() if point.committed_at else None,
+                            "pr_number": point.pr_number,
+                            "value": point.value,
+                            "runs": point.runs,
+                        }
+                        for point in item.points
+                    ],
+                }
+                for item in series
+            ],
+        }
+    )

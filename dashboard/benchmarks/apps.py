@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class BenchmarksConfig(AppConfig):
+    name = "dashboard.benchmarks"
+    label = "benchmarks"

@@ -1,0 +1,230 @@
+"""Commits, suites, runners, runs, series and measurements: the facts every page is drawn from."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.db import models
+from django.db.models import Q, QuerySet
+
+HEADLINE_METRICS: tuple[str, ...] = (
+    "output_throughput_tok_s",
+    "ttft_ms_mean",
+    "latency_s_mean",
+    "itl_ms_mean",
+    "tpot_ms_mean",
+)
+HIGHER_IS_BETTER_PREFIXES: tuple[str, ...] = (
+    "output_throughput",
+    "request_throughput",
+    "requests_successful",
+)
+
+
+def metric_higher_is_better(metric: str) -> bool:
+    return metric.startswith(HIGHER_IS_BETTER_PREFIXES)
+
+
+class Repository(models.Model):
+    full_name = models.CharField(max_length=200, unique=True, help_text="owner/name on GitHub")
+    default_branch = models.CharField(max_length=100, default="main")
+
+    class Meta:
+        verbose_name_plural = "repositories"
+
+    def __str__(self) -> str:
+        return self.full_name
+
+    @property
+    def html_url(self) -> str:
+        return f"https://github.com/{self.full_name}"
+
+
+class CommitQuerySet(QuerySet["Commit"]):
+    def in_main_order(self) -> CommitQuerySet:
+        """Oldest first: the order of main where known, then commit time, then arrival."""
+        return self.order_by(
+            models.F("position").asc(nulls_last=True),
+            models.F("committed_at").asc(nulls_last=True),
+            "id",
+        )
+
+
+class Commit(models.Model):
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="commits")
+    sha = models.CharField(max_length=40)
+    parents = models.JSONField(default=list, blank=True)
+    author_name = models.CharField(max_length=200, blank=True)
+    author_email = models.CharField(max_length=200, blank=True)
+    committed_at = models.DateTimeField(null=True, blank=True)
+    subject = models.CharField(max_length=500, blank=True)
+    pr_number = models.PositiveIntegerField(null=True, blank=True, db_index=True)
+    position = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Index on the first-parent history of the default branch"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects: ClassVar[CommitQuerySet] = CommitQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["repository", "sha"], name="commit_unique_sha")]
+        indexes = [models.Index(fields=["repository", "position"])]
+
+    def __str__(self) -> str:
+        return f"{self.short_sha} {self.subject}".strip()
+
+    @property
+    def short_sha(self) -> str:
+        return self.sha[:8]
+
+    @property
+    def html_url(self) -> str:
+        return f"{self.repository.html_url}/commit/{self.sha}"
+
+    @property
+    def pr_url(self) -> str | None:
+        return f"{self.repository.html_url}/pull/{self.pr_number}" if self.pr_number else None
+
+
+class Suite(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    hardware_class = models.SlugField(max_length=50, help_text="Default hardware class, e.g. b300")
+    install_settings = models.JSONField(default=dict, blank=True)
+    serve_settings = models.JSONField(default=dict, blank=True)
+    benchmark_settings = models.JSONField(default=dict, blank=True)
+    concurrencies = models.JSONField(default=list, blank=True, help_text="Levels a valid report must hold")
+    max_error_rate = models.FloatField(default=0.0, help_text="Errored share of requests tolerated per level")
+    oldest_supported_commit = models.CharField(max_length=40, blank=True)
+    is_active = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Runner(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    hardware_class = models.SlugField(max_length=50)
+    gpu_model = models.CharField(max_length=100, blank=True)
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    host = models.CharField(max_length=200, blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    INSTALLING = "installing"
+    STARTING_SERVER = "starting_server", "starting server"
+    BENCHMARKING = "benchmarking"
+    STORING = "storing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_RUN_STATUSES = (
+    RunStatus.INSTALLING,
+    RunStatus.STARTING_SERVER,
+    RunStatus.BENCHMARKING,
+    RunStatus.STORING,
+)
+FINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class RunQuerySet(QuerySet["Run"]):
+    def succeeded(self) -> RunQuerySet:
+        return self.filter(status=RunStatus.SUCCEEDED)
+
+    def for_suite(self, suite: Suite, hardware_class: str | None = None) -> RunQuerySet:
+        runs = self.filter(suite=suite)
+        return runs.filter(hardware_class=hardware_class) if hardware_class else runs
+
+
+class Run(models.Model):
+    class Source(models.TextChoices):
+        RUNNER = "runner"
+        INGEST = "ingest", "report ingest"
+
+    commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="runs")
+    suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
+    runner = models.ForeignKey(Runner, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
+    hardware_class = models.SlugField(max_length=50)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.INGEST)
+    status = models.CharField(
+        max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
+    )
+    failure_reason = models.CharField(max_length=500, blank=True)
+    queued_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    environment = models.JSONField(default=dict, blank=True, help_text="Fingerprint: GPU, driver, versions")
+    report_gz = models.BinaryField(null=True, blank=True, editable=False, help_text="gzip of the raw report")
+    report_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    guidellm_version = models.CharField(max_length=50, blank=True)
+
+    objects: ClassVar[RunQuerySet] = RunQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        constraints = [
+            # The same report for the same commit, suite and hardware is one run, however often it is sent.
+            models.UniqueConstraint(
+                fields=["commit", "suite", "hardware_class", "report_sha256"],
+                condition=~Q(report_sha256=""),
+                name="run_unique_report",
+            )
+        ]
+        indexes = [models.Index(fields=["suite", "hardware_class", "status"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} {self.suite} @ {self.commit.short_sha} ({self.status})"
+
+
+class SeriesQuerySet(QuerySet["Series"]):
+    def for_suite(self, suite: Suite, hardware_class: str | None = None) -> SeriesQuerySet:
+        series = self.filter(suite=suite)
+        return series.filter(hardware_class=hardware_class) if hardware_class else series
+
+
+class Series(models.Model):
+    """One line on a chart: (suite, concurrency, metric with its statistic, hardware class)."""
+
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="series")
+    hardware_class = models.SlugField(max_length=50)
+    concurrency = models.PositiveIntegerField()
+    metric = models.CharField(max_length=50, help_text="e.g. ttft_ms_p99")
+
+    objects: ClassVar[SeriesQuerySet] = SeriesQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        verbose_name_plural = "series"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["suite", "hardware_class", "concurrency", "metric"], name="series_unique_identity"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite.name}/{self.hardware_class} c={self.concurrency} {self.metric}"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return metric_higher_is_better(self.metric)
+
+
+class Measurement(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="measurements")
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="measurements")
+    # Denormalised from run so a series' points are one indexed scan.
+    commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="measurements")
+    value = models.FloatField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "series"], name="measurement_unique_per_run")]
+        indexes = [models.Index(fields=["series", "commit"])]
+
+    def __str__(self) -> str:
+        return f"{self.series}: {self.value}"

@@ -1,0 +1,156 @@
+"""Writes: ingest of guidellm reports and the rows they need."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, RunStatus, Series, Suite
+from runners.guidellm_report import GuidellmReport, ReportInvalid, report_parse
+
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+
+
+class IngestRejected(Exception):
+    """The input cannot be stored; `reason` is one line, nothing was written."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class IngestOutcome:
+    run: Run
+    created: bool
+    measurement_count: int
+
+
+def _name_check(*, value: str, what: str) -> str:
+    value = value.strip().lower()
+    if not _NAME.match(value):
+        raise IngestRejected(f"invalid {what} {value!r}: use lowercase letters, digits, '.', '_' or '-'")
+    return value
+
+
+def repository_default() -> Repository:
+    repository, _ = Repository.objects.get_or_create(full_name=settings.PERFWATCH_GITHUB_REPOSITORY)
+    return repository
+
+
+def commit_ensure(*, sha: str, repository: Repository | None = None) -> Commit:
+    """The commit row for a sha, created with only its sha when nothing else is known yet."""
+    sha = sha.strip().lower()
+    if not _SHA.match(sha):
+        raise IngestRejected(f"invalid commit sha {sha!r}: expected 7 to 40 hexadecimal characters")
+    commit, _ = Commit.objects.get_or_create(repository=repository or repository_default(), sha=sha)
+    return commit
+
+
+def measurements_store(*, run: Run, report: GuidellmReport) -> int:
+    """Store one measurement per (level, metric) of a validated report; return how many."""
+    keys = [(level.concurrency, metric) for level in report.levels for metric in level.metrics]
+    Series.objects.bulk_create(
+        [
+            Series(suite=run.suite, hardware_class=run.hardware_class, concurrency=concurrency, metric=metric)
+            for concurrency, metric in keys
+        ],
+        ignore_conflicts=True,
+    )
+    series_by_key = {
+        (series.concurrency, series.metric): series
+        for series in Series.objects.filter(
+            suite=run.suite, hardware_class=run.hardware_class, concurrency__in=report.concurrencies
+        )
+    }
+    measurements = [
+        Measurement(
+            run=run, commit_id=run.commit_id, series=series_by_key[(level.concurrency, metric)], value=value
+        )
+        for level in report.levels
+        for metric, value in level.metrics.items()
+    ]
+    Measurement.objects.bulk_create(measurements)
+    return len(measurements)
+
+
+def report_ingest(
+    *,
+    raw: bytes,
+    commit_sha: str,
+    suite_name: str,
+    hardware_class: str,
+    runner_name: str | None = None,
+) -> IngestOutcome:
+    """Validate a guidellm report and store it as a succeeded run, at most once per content.
+
+    Everything happens in one transaction: a report that fails validation stores nothing at all.
+    """
+    if len(raw) > settings.PERFWATCH_MAX_REPORT_BYTES:
+        raise IngestRejected(
+            f"report is {len(raw)} bytes, over the limit of {settings.PERFWATCH_MAX_REPORT_BYTES}"
+        )
+    suite_name = _name_check(value=suite_name, what="suite name")
+    hardware_class = _name_check(value=hardware_class, what="hardware class")
+    if runner_name is not None:
+        runner_name = _name_check(value=runner_name, what="runner name")
+    existing_suite = Suite.objects.filter(name=suite_name).first()
+    try:
+        report = report_parse(
+            raw=raw,
+            expected_concurrencies=existing_suite.concurrencies if existing_suite else (),
+            max_error_rate=existing_suite.max_error_rate if existing_suite else 0.0,
+        )
+    except ReportInvalid as error:
+        raise IngestRejected(f"invalid report: {error.reason}") from None
+    digest = hashlib.sha256(raw).hexdigest()
+
+    try:
+        with transaction.atomic():
+            commit = commit_ensure(sha=commit_sha)
+            suite, _ = Suite.objects.get_or_create(
+                name=suite_name, defaults={"hardware_class": hardware_class}
+            )
+            runner = None
+            if runner_name:
+                runner, _ = Runner.objects.get_or_create(
+                    name=runner_name, defaults={"hardware_class": hardware_class}
+                )
+            duplicate = Run.objects.filter(
+                commit=commit, suite=suite, hardware_class=hardware_class, report_sha256=digest
+            ).first()
+            if duplicate is not None:
+                return IngestOutcome(run=duplicate, created=False, measurement_count=0)
+            now = timezone.now()
+            run = Run.objects.create(
+                commit=commit,
+                suite=suite,
+                runner=runner,
+                hardware_class=hardware_class,
+                source=Run.Source.INGEST,
+                status=RunStatus.SUCCEEDED,
+                started_at=now,
+                finished_at=now,
+                report_gz=gzip.compress(raw),
+                report_sha256=digest,
+                guidellm_version=report.guidellm_version,
+                environment={"labels": dict(report.labels)} if report.labels else {},
+            )
+            count = measurements_store(run=run, report=report)
+    except IntegrityError:
+        # A concurrent ingest of the same report won the race: that run is the one.
+        winner = Run.objects.get(
+            commit__sha=commit_sha.strip().lower(),
+            suite__name=suite_name,
+            hardware_class=hardware_class,
+            report_sha256=digest,
+        )
+        return IngestOutcome(run=winner, created=False, measurement_count=0)
+    return IngestOutcome(run=run, created=True, measurement_count=count)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class GithubConfig(AppConfig):
+    name = "dashboard.github"
+    label = "github"

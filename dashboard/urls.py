@@ -1,0 +1,8 @@
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/", include("dashboard.benchmarks.urls")),
+    path("", include("dashboard.web.urls")),
+]

