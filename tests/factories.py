@@ -1,6 +1,7 @@
 """Model factories: tests build their data here, not in fixture files."""
 
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import factory
 
@@ -74,11 +75,14 @@ def run_with_values(
     *, commit: Commit, values: dict[tuple[int, str], float], suite: Suite | None = None
 ) -> Run:
     """A succeeded run of `suite` at `commit` holding {(concurrency, metric): value}."""
-    suite = suite or SuiteFactory()
-    run = RunFactory(commit=commit, suite=suite, hardware_class=suite.hardware_class)
+    suite = suite or cast(Suite, SuiteFactory())
+    run = cast(Run, RunFactory(commit=commit, suite=suite, hardware_class=suite.hardware_class))
     for (concurrency, metric), value in values.items():
-        series = SeriesFactory(
-            suite=suite, hardware_class=suite.hardware_class, concurrency=concurrency, metric=metric
+        series = cast(
+            Series,
+            SeriesFactory(
+                suite=suite, hardware_class=suite.hardware_class, concurrency=concurrency, metric=metric
+            ),
         )
         Measurement.objects.create(run=run, series=series, commit=commit, value=value)
     return run

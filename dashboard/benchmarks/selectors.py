@@ -6,7 +6,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date, datetime
 
-from django.db.models import Count, Max, Prefetch
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, Window
+from django.db.models.functions import DenseRank
 
 from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Measurement, Run, RunStatus, Series, Suite
 
@@ -202,3 +203,161 @@ def suites_overview() -> list[SuiteOverview]:
             )
         )
     return overview
+
+
+@dataclass(frozen=True)
+class HardwareFacet:
+    """What a suite's timeline can be filtered by on one hardware class."""
+
+    hardware_class: str
+    concurrencies: tuple[int, ...]
+    run_count: int
+    first_commit_at: datetime | None
+    last_commit_at: datetime | None
+
+
+def suite_facets(*, suite: Suite) -> list[HardwareFacet]:
+    """Hardware classes with data for `suite`, their concurrency levels and commit date span. Two queries."""
+    levels: dict[str, set[int]] = defaultdict(set)
+    for hardware_class, concurrency in Series.objects.filter(suite=suite).values_list(
+        "hardware_class", "concurrency"
+    ):
+        levels[hardware_class].add(concurrency)
+    spans = {
+        row["hardware_class"]: row
+        for row in Run.objects.succeeded()
+        .filter(suite=suite)
+        .values("hardware_class")
+        .annotate(
+            run_count=Count("id"), first_at=Min("commit__committed_at"), last_at=Max("commit__committed_at")
+        )
+        .order_by("hardware_class")
+    }
+    return [
+        HardwareFacet(
+            hardware_class=hardware_class,
+            concurrencies=tuple(sorted(levels[hardware_class])),
+            run_count=spans[hardware_class]["run_count"] if hardware_class in spans else 0,
+            first_commit_at=spans[hardware_class]["first_at"] if hardware_class in spans else None,
+            last_commit_at=spans[hardware_class]["last_at"] if hardware_class in spans else None,
+        )
+        for hardware_class in sorted(levels)
+    ]
+
+
+def _main_order_key(point: TimelinePoint, commit_id: int) -> tuple[bool, int, float, int]:
+    # The order timeline_series uses: known positions first, then commit time, then arrival.
+    return (
+        point.position is None,
+        point.position or 0,
+        point.committed_at.timestamp() if point.committed_at else float("inf"),
+        commit_id,
+    )
+
+
+def suites_sparklines(
+    *, metric: str = "output_throughput_tok_s", last: int = 60
+) -> dict[tuple[int, str], TimelineSeries]:
+    """Per (suite id, hardware class): `metric` at its highest concurrency over the last `last` benchmarked
+    commits, oldest first, repeats averaged. Two queries whatever the number of suites."""
+    highest: dict[tuple[int, str], tuple[int, int]] = {}
+    for series_id, suite_id, hardware_class, concurrency in Series.objects.filter(metric=metric).values_list(
+        "id", "suite_id", "hardware_class", "concurrency"
+    ):
+        if (suite_id, hardware_class) not in highest or concurrency > highest[(suite_id, hardware_class)][1]:
+            highest[(suite_id, hardware_class)] = (series_id, concurrency)
+    rows = (
+        Measurement.objects.filter(
+            series_id__in=[series_id for series_id, _ in highest.values()], run__status=RunStatus.SUCCEEDED
+        )
+        .annotate(
+            recency=Window(
+                DenseRank(),
+                partition_by=[F("series_id")],
+                order_by=[
+                    F("commit__position").desc(nulls_first=True),
+                    F("commit__committed_at").desc(nulls_first=True),
+                    F("commit_id").desc(),
+                ],
+            )
+        )
+        .filter(recency__lte=last)
+        .values_list(
+            "series_id",
+            "commit_id",
+            "commit__sha",
+            "commit__subject",
+            "commit__pr_number",
+            "commit__committed_at",
+            "commit__position",
+            "value",
+        )
+    )
+    samples: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    details: dict[int, tuple[str, str, int | None, datetime | None, int | None]] = {}
+    for series_id, commit_id, sha, subject, pr_number, committed_at, position, value in rows:
+        samples[series_id][commit_id].append(value)
+        details[commit_id] = (sha, subject, pr_number, committed_at, position)
+    sparklines = {}
+    for key, (series_id, concurrency) in highest.items():
+        points = []
+        for commit_id, values in samples[series_id].items():
+            sha, subject, pr_number, committed_at, position = details[commit_id]
+            point = TimelinePoint(
+                commit_sha=sha,
+                subject=subject,
+                pr_number=pr_number,
+                committed_at=committed_at,
+                position=position,
+                value=sum(values) / len(values),
+                runs=len(values),
+            )
+            points.append((_main_order_key(point, commit_id), point))
+        points.sort(key=lambda item: item[0])
+        sparklines[key] = TimelineSeries(
+            metric=metric, concurrency=concurrency, points=tuple(point for _, point in points)
+        )
+    return sparklines
+
+
+@dataclass(frozen=True)
+class BenchmarkedCommit:
+    commit: Commit
+    runs_succeeded: int
+    runs_failed: int
+    last_finished_at: datetime | None
+
+
+def commits_recently_benchmarked(*, limit: int = 12) -> list[BenchmarkedCommit]:
+    """The newest commits on main with a finished run, newest first. One query."""
+    commits = (
+        Commit.objects.filter(runs__status__in=(RunStatus.SUCCEEDED, RunStatus.FAILED))
+        .annotate(
+            runs_succeeded=Count("runs", filter=Q(runs__status=RunStatus.SUCCEEDED)),
+            runs_failed=Count("runs", filter=Q(runs__status=RunStatus.FAILED)),
+            last_finished_at=Max("runs__finished_at"),
+        )
+        .select_related("repository")
+        .order_by(F("position").desc(nulls_first=True), F("committed_at").desc(nulls_first=True), "-id")
+    )[:limit]
+    return [
+        BenchmarkedCommit(
+            commit=commit,
+            runs_succeeded=commit.runs_succeeded,
+            runs_failed=commit.runs_failed,
+            last_finished_at=commit.last_finished_at,
+        )
+        for commit in commits
+    ]
+
+
+def commit_neighbours(*, commit: Commit) -> tuple[Commit | None, Commit | None]:
+    """The closest older and newer commits on main with a succeeded run; unknown without a position."""
+    if commit.position is None:
+        return None, None
+    benchmarked = Commit.objects.filter(repository_id=commit.repository_id).filter(
+        Exists(Run.objects.succeeded().filter(commit=OuterRef("pk")))
+    )
+    older = benchmarked.filter(position__lt=commit.position).order_by("-position").first()
+    newer = benchmarked.filter(position__gt=commit.position).order_by("position").first()
+    return older, newer

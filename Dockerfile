@@ -1,0 +1,14 @@
+# One image for web, control worker and beat. GPU runner nodes add the runner tooling on top (see README).
+FROM python:3.12-slim
+ENV PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY pyproject.toml ./
+COPY dashboard ./dashboard
+COPY workers ./workers
+COPY runners ./runners
+COPY templates ./templates
+COPY manage.py ./
+RUN pip install --no-cache-dir . && python manage.py collectstatic --no-input
+EXPOSE 8000
+CMD ["gunicorn", "dashboard.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "60"]

@@ -1,0 +1,56 @@
+# PerfWatch: `make demo` serves the dashboard with demo data; `make test` runs every check.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+BIN := $(VENV)/bin
+# Django 6 needs Python 3.12+: take the first one on PATH or under pyenv.
+PYTHON ?= $(firstword $(shell for p in python3.14 python3.13 python3.12 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null \
+	&& command -v $$p; done; ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python3 2>/dev/null))
+HOST ?= 127.0.0.1
+PORT ?= 8000
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/perfwatch
+TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: help demo test lint services browser clean
+
+help:
+	@echo "make demo   serve the dashboard with demo data at http://$(HOST):$(PORT) (SQLite, no services)"
+	@echo "make test   lint, type-check and run every test (starts PostgreSQL and Redis if needed)"
+
+$(BIN)/.installed: pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: Python 3.12 or newer is required (set PYTHON=/path/to/python3.12)"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+demo: $(BIN)/.installed
+	PERFWATCH_DEMO=1 DATABASE_URL=sqlite:///$(CURDIR)/var/demo.sqlite3 $(BIN)/python manage.py migrate --no-input
+	PERFWATCH_DEMO=1 DATABASE_URL=sqlite:///$(CURDIR)/var/demo.sqlite3 $(BIN)/python manage.py load_demo
+	@echo "PerfWatch demo: http://$(HOST):$(PORT)/"
+	PERFWATCH_DEMO=1 DATABASE_URL=sqlite:///$(CURDIR)/var/demo.sqlite3 $(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+services:
+	@command -v pg_ctlcluster >/dev/null || { apt-get update -qq && apt-get install -y -qq postgresql; }
+	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
+	@pg_isready -q -h 127.0.0.1 -p 5432 || pg_ctlcluster --skip-systemctl-redirect $$(ls /etc/postgresql | sort -V | tail -1) main start
+	@redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 || redis-server --daemonize yes --bind 127.0.0.1 --port 6379 \
+		--save "" --appendonly no --logfile /tmp/perfwatch-redis.log
+	@for i in $$(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && exit 0; sleep 1; done; \
+		echo "error: PostgreSQL or Redis did not come up on 127.0.0.1"; exit 1
+
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; }
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+
+test: $(BIN)/.installed services browser lint
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -p no:cacheprovider -ra
+
+clean:
+	rm -rf $(VENV) var .mypy_cache .ruff_cache

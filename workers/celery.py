@@ -1,0 +1,21 @@
+"""The Celery app: control tasks on `default`, benchmark runs on `runner.<hardware_class>`.
+
+The database is the source of truth for a run; the broker only carries "please look at run N".
+"""
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+
+app = Celery("perfwatch")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_default_queue = "default"
+app.conf.task_queues = (Queue("default"),)
+app.conf.task_acks_late = False
+app.conf.worker_prefetch_multiplier = 1
+app.conf.broker_connection_retry_on_startup = True
+app.conf.broker_transport_options = {"visibility_timeout": 3600}
+app.autodiscover_tasks(["workers"], related_name="tasks")

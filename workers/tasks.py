@@ -1,0 +1,1 @@
+"""Thin tasks: ids in, call a service, nothing else."""
