@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dashboard.github.subjects import message_split
+
 DEFAULT_READ_TIMEOUT_S = 120.0
 
 _SHA_PREFIX = re.compile(r"[0-9a-fA-F]{4,64}")
@@ -155,7 +157,7 @@ def _log_parse(output: bytes) -> list[GitCommit]:
         if len(fields) != _LOG_FIELDS:
             raise GitMirrorError(f"unreadable git log record: {header[:80]!r}")
         sha, parents, author_name, author_email, authored_epoch, committed_epoch, message = fields
-        subject, body = _message_split(message)
+        subject, body = message_split(message=message)
         paths = paths_part.removeprefix(b"\n").split(b"\0")
         commits.append(
             GitCommit(
@@ -171,14 +173,6 @@ def _log_parse(output: bytes) -> list[GitCommit]:
             )
         )
     return commits
-
-
-def _message_split(message: str) -> tuple[str, str]:
-    """Subject and body as git's %s and %b see them: the first paragraph joined into one line, the rest."""
-    lines = message.strip("\n").split("\n")
-    end = next((index for index, line in enumerate(lines) if not line.strip()), len(lines))
-    subject = " ".join(line.strip() for line in lines[:end])
-    return subject, "\n".join(lines[end:]).strip("\n")
 
 
 def _revision_resolve(*, path: Path, revision: str, timeout_s: float) -> str:

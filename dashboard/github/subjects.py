@@ -56,6 +56,17 @@ _NON_RUNTIME_REQUIREMENTS = re.compile(r"(?:.*test.*|docs|lint|dev)", re.IGNOREC
 _WEIGHT: dict[ChangeClass, int] = {"docs_tests_ci": 0, "python": 1, "native": 2}
 
 
+def message_split(*, message: str) -> tuple[str, str]:
+    """Subject and body of a commit message as git's %s and %b see them.
+
+    The subject is the first paragraph joined into one line; the body is the rest.
+    """
+    lines = message.strip("\n").split("\n")
+    end = next((index for index, line in enumerate(lines) if not line.strip()), len(lines))
+    subject = " ".join(line.strip() for line in lines[:end])
+    return subject, "\n".join(lines[end:]).strip("\n")
+
+
 def subject_pr_number(*, subject: str) -> int | None:
     """The PR a squash-merged commit came from: the last ``(#N)`` of its subject, or None."""
     numbers = _PR_SUFFIX.findall(subject)

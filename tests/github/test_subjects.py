@@ -1,6 +1,11 @@
 import pytest
 
-from dashboard.github.subjects import change_class_from_paths, subject_pr_number, subject_reverted_pr
+from dashboard.github.subjects import (
+    change_class_from_paths,
+    message_split,
+    subject_pr_number,
+    subject_reverted_pr,
+)
 
 
 def test_pr_number_is_the_squash_merge_suffix():
@@ -144,3 +149,16 @@ def test_markdown_next_to_kernels_does_not_make_a_native_change():
 
 def test_paths_may_be_any_iterable():
     assert change_class_from_paths(paths=iter(("docs/a.md", "vllm/a.py"))) == "python"
+
+
+def test_message_splits_into_a_one_line_subject_and_a_body():
+    message = "[Perf] Adaptive scheduler\ntoken budget (#50383)\n\n\nSigned-off-by: Woosuk Kwon\n"
+
+    assert message_split(message=message) == (
+        "[Perf] Adaptive scheduler token budget (#50383)",
+        "Signed-off-by: Woosuk Kwon",
+    )
+
+
+def test_message_without_body_has_an_empty_body():
+    assert message_split(message="[Doc] Kimi K3 recipe (#50512)\n") == ("[Doc] Kimi K3 recipe (#50512)", "")
