@@ -1,0 +1,307 @@
+"""Change points in one series of per-commit values (pure numpy/scipy, no Django).
+
+The method is the one that measured best in shared/notes/change-points.md:
+
+1. log space for strictly positive series, so a 5 % step has the same size at any level and
+   multiplicative noise becomes additive;
+2. a noise scale from the median absolute deviation of first differences (blind to level shifts), and a
+   Hampel filter that replaces isolated outliers by a rolling median;
+3. seeded binary segmentation (Kovács, Li, Bühlmann & Munk 2020): CUSUM statistics over a deterministic
+   set of intervals, narrowest-over-threshold selection;
+4. the noise scale corrected for lag-1 autocorrelation of the residuals (long-run variance), then 3 again;
+5. bottom-up pruning: the weakest change point is dropped until every survivor passes a pooled two-sample
+   t-test and the minimum relative change.
+
+The input holds only benchmarked points, in commit order and without NaN; the caller maps indices back to
+commits. A change at ``index`` i means the culprit lies in the commit range after point i-1 up to and
+including point i: when commits between those two points were not benchmarked, that range has several
+commits. Which direction is a regression depends on the metric: see :func:`change_point_kind`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+FloatArray = npt.NDArray[np.float64]
+
+MIN_SEGMENT = 3
+HAMPEL_HALF_WINDOW = 3
+HAMPEL_SIGMAS = 5.0
+THRESHOLD_FACTOR = 1.3
+SEED_DECAY = 0.5
+MAX_AUTOCORRELATION = 0.9
+AUTOCORRELATION_ROUNDS = 3
+# MAD of a standard normal is 0.6745 σ; differences of iid noise have √2 σ.
+MAD_TO_SIGMA = 1.0 / 0.6744897501960817
+
+
+class SeriesInvalid(ValueError):
+    """The values cannot be analysed (not finite, or not one-dimensional)."""
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # first position after the change
+    before: float  # mean of the segment before (original units)
+    after: float  # mean of the segment after
+    change_pct: float  # (after-before)/before*100
+    p_value: float
+
+
+def change_points_detect(
+    *,
+    values: Sequence[float] | npt.NDArray[np.floating],
+    min_relative_change: float = 0.02,
+    p_threshold: float = 1e-4,
+) -> list[ChangePoint]:
+    """Return the confirmed change points of ``values``, in order of index.
+
+    Each one passed a pooled t-test against its neighbouring segments at ``p_value < p_threshold`` and moved
+    the mean by at least ``min_relative_change`` (a fraction: 0.02 is 2 %).
+    """
+    raw = np.asarray(values, dtype=np.float64)
+    if raw.ndim != 1:
+        raise SeriesInvalid(f"expected one series of values, got shape {raw.shape}")
+    if not np.all(np.isfinite(raw)):
+        raise SeriesInvalid("values must be finite: leave unbenchmarked commits out instead of passing NaN")
+    if raw.size < 2 * MIN_SEGMENT:
+        return []
+
+    log_space = bool(np.all(raw > 0))
+    signal = np.log(raw) if log_space else raw
+    sigma = _noise_scale(signal=signal)
+    if sigma == 0.0:
+        return []
+    cleaned = _hampel(signal=signal, sigma=sigma)
+
+    prefix = np.concatenate(([0.0], np.cumsum(cleaned)))
+    threshold = THRESHOLD_FACTOR * np.sqrt(2.0 * np.log(cleaned.size))
+    intervals = _seeded_intervals(length=cleaned.size)
+    boundaries = _narrowest_over_threshold(
+        prefix=prefix, intervals=intervals, scale=sigma, threshold=threshold
+    )
+
+    autocorrelation = 0.0
+    for _ in range(AUTOCORRELATION_ROUNDS):
+        # Fitting too many segments hides autocorrelation in the residuals, so the estimate only grows:
+        # each round refits with the corrected scale and looks again.
+        estimate = _residual_autocorrelation(values=cleaned, prefix=prefix, boundaries=boundaries)
+        if estimate <= autocorrelation + 0.01:
+            break
+        autocorrelation = estimate
+        # MAD of differences estimates σ·√(1-ρ) under AR(1) noise; the long-run standard deviation that
+        # governs segment means is σ·√((1+ρ)/(1-ρ)) = that estimate · √(1+ρ)/(1-ρ).
+        long_run_sigma = sigma * np.sqrt(1.0 + autocorrelation) / (1.0 - autocorrelation)
+        boundaries = _narrowest_over_threshold(
+            prefix=prefix, intervals=intervals, scale=long_run_sigma, threshold=threshold
+        )
+
+    # Centring keeps the running sums of squares in the t-test free of cancellation.
+    tests = _SegmentTests(
+        values=cleaned - np.median(cleaned),
+        original=np.exp(cleaned) if log_space else cleaned,
+        autocorrelation=autocorrelation,
+        min_relative_change=min_relative_change,
+        p_threshold=p_threshold,
+    )
+    return tests.describe(boundaries=tests.prune(boundaries=boundaries))
+
+
+def change_point_kind(*, change: ChangePoint, higher_is_better: bool) -> Literal["regression", "improvement"]:
+    """Whether a change made the metric better or worse, given which way is better for it."""
+    return "improvement" if (change.change_pct > 0) == higher_is_better else "regression"
+
+
+def _noise_scale(*, signal: FloatArray) -> float:
+    differences = np.diff(signal)
+    mad = float(np.median(np.abs(differences - np.median(differences))))
+    if mad > 0.0:
+        return mad * MAD_TO_SIGMA / np.sqrt(2.0)
+    # Quantised or noiseless data can have a zero MAD; the plain deviation still sees real steps.
+    return float(np.std(differences)) / np.sqrt(2.0)
+
+
+def _hampel(*, signal: FloatArray, sigma: float) -> FloatArray:
+    """Replace points further than HAMPEL_SIGMAS·σ from their rolling median by that median."""
+    # Reflecting at the ends keeps an outlier at position 0 from filling most of its own window.
+    padded = np.pad(signal, HAMPEL_HALF_WINDOW, mode="reflect")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * HAMPEL_HALF_WINDOW + 1)
+    medians = np.median(windows, axis=1)
+    outliers = np.abs(signal - medians) > HAMPEL_SIGMAS * sigma
+    return np.where(outliers, medians, signal)
+
+
+@dataclass(frozen=True)
+class _Intervals:
+    starts: npt.NDArray[np.int64]
+    ends: npt.NDArray[np.int64]  # exclusive
+
+
+def _seeded_intervals(*, length: int) -> list[_Intervals]:
+    """Deterministic intervals, one layer per length n·decay^k, each layer covering the series twice."""
+    layers = []
+    layer = 0
+    while True:
+        width = int(np.floor(length * SEED_DECAY**layer))
+        if width < 2 * MIN_SEGMENT:
+            break
+        count = 2 * int(np.ceil((1.0 / SEED_DECAY) ** layer)) - 1
+        starts = np.unique(np.floor(np.linspace(0, length - width, count)).astype(np.int64))
+        layers.append(_Intervals(starts=starts, ends=starts + width))
+        layer += 1
+    return layers
+
+
+def _narrowest_over_threshold(
+    *, prefix: FloatArray, intervals: list[_Intervals], scale: float, threshold: float
+) -> list[int]:
+    """Boundaries picked by narrowest-over-threshold among the seeded intervals, sorted."""
+    candidate_starts: list[npt.NDArray[np.int64]] = []
+    candidate_ends: list[npt.NDArray[np.int64]] = []
+    candidate_splits: list[npt.NDArray[np.int64]] = []
+    candidate_scores: list[FloatArray] = []
+    for layer in intervals:
+        width = int(layer.ends[0] - layer.starts[0])
+        offsets = np.arange(MIN_SEGMENT, width - MIN_SEGMENT + 1)
+        starts = layer.starts[:, None]
+        splits = starts + offsets[None, :]
+        ends = layer.ends[:, None]
+        left_count = offsets[None, :].astype(np.float64)
+        right_count = width - left_count
+        left_mean = (prefix[splits] - prefix[starts]) / left_count
+        right_mean = (prefix[ends] - prefix[splits]) / right_count
+        cusum = np.sqrt(left_count * right_count / width) * np.abs(left_mean - right_mean) / scale
+        best = np.argmax(cusum, axis=1)
+        rows = np.arange(best.size)
+        # A maximum on the last allowed split inside the series means the change may lie just outside
+        # this interval, where the minimum segment forbids it: a wider interval places it correctly.
+        cut_short = ((best == 0) & (layer.starts > 0)) | (
+            (best == offsets.size - 1) & (layer.ends < prefix.size - 1)
+        )
+        over = (cusum[rows, best] > threshold) & ~cut_short
+        candidate_starts.append(layer.starts[over])
+        candidate_ends.append(layer.ends[over])
+        candidate_splits.append(splits[rows, best][over])
+        candidate_scores.append(cusum[rows, best][over])
+    if not candidate_starts:
+        return []
+    starts_all = np.concatenate(candidate_starts)
+    ends_all = np.concatenate(candidate_ends)
+    splits_all = np.concatenate(candidate_splits)
+    scores_all = np.concatenate(candidate_scores)
+    # Narrowest first; among equally narrow intervals the strongest contrast wins.
+    order = np.lexsort((-scores_all, ends_all - starts_all))
+    chosen: list[int] = []
+    for start, end, split in zip(
+        starts_all[order].tolist(), ends_all[order].tolist(), splits_all[order].tolist(), strict=True
+    ):
+        position = bisect.bisect_right(chosen, start)
+        if position < len(chosen) and chosen[position] < end:
+            continue  # this interval straddles a boundary already chosen
+        bisect.insort(chosen, split)
+    return chosen
+
+
+def _segment_means(*, prefix: FloatArray, edges: npt.NDArray[np.int64]) -> FloatArray:
+    return np.asarray((prefix[edges[1:]] - prefix[edges[:-1]]) / np.diff(edges), dtype=np.float64)
+
+
+def _residual_autocorrelation(*, values: FloatArray, prefix: FloatArray, boundaries: list[int]) -> float:
+    edges = np.array([0, *boundaries, values.size], dtype=np.int64)
+    means = _segment_means(prefix=prefix, edges=edges)
+    residuals = values - np.repeat(means, np.diff(edges))
+    energy = float(np.dot(residuals, residuals))
+    rounding = values.size * (1e-12 * float(np.max(np.abs(values)))) ** 2
+    if energy <= rounding:
+        return 0.0  # noiseless segments: what is left is rounding error, not autocorrelation
+    rho = float(np.dot(residuals[:-1], residuals[1:])) / energy
+    return float(np.clip(rho, 0.0, MAX_AUTOCORRELATION))
+
+
+class _SegmentTests:
+    """Significance and size of each boundary against its neighbouring segments."""
+
+    def __init__(
+        self,
+        *,
+        values: FloatArray,
+        original: FloatArray,
+        autocorrelation: float,
+        min_relative_change: float,
+        p_threshold: float,
+    ) -> None:
+        self.size = values.size
+        self.prefix = np.concatenate(([0.0], np.cumsum(values)))
+        self.squares = np.concatenate(([0.0], np.cumsum(values * values)))
+        self.original_prefix = np.concatenate(([0.0], np.cumsum(original)))
+        # Autocorrelated noise makes segment means vary more than iid noise would: deflate t accordingly.
+        self.variance_inflation = (1.0 + autocorrelation) / (1.0 - autocorrelation)
+        self.min_relative_change = min_relative_change
+        self.p_threshold = p_threshold
+
+    def _measure(self, *, boundaries: list[int]) -> tuple[FloatArray, FloatArray, FloatArray]:
+        edges = np.array([0, *boundaries, self.size], dtype=np.int64)
+        p_values = _adjacent_p_values(
+            prefix=self.prefix, squares=self.squares, edges=edges, variance_inflation=self.variance_inflation
+        )
+        means = _segment_means(prefix=self.original_prefix, edges=edges)
+        return p_values, means, _relative_change(before=means[:-1], after=means[1:])
+
+    def prune(self, *, boundaries: list[int]) -> list[int]:
+        """Drop the weakest boundary until every survivor is significant and large enough."""
+        kept = list(boundaries)
+        while kept:
+            p_values, _, relative = self._measure(boundaries=kept)
+            # Too-small changes rank as weakest whatever their p-value.
+            weakness = np.where(np.abs(relative) < self.min_relative_change, np.inf, p_values)
+            weakest = int(np.argmax(weakness))
+            if weakness[weakest] < self.p_threshold:
+                break
+            del kept[weakest]
+        return kept
+
+    def describe(self, *, boundaries: list[int]) -> list[ChangePoint]:
+        p_values, means, relative = self._measure(boundaries=boundaries)
+        return [
+            ChangePoint(
+                index=boundary,
+                before=float(means[position]),
+                after=float(means[position + 1]),
+                change_pct=float(relative[position] * 100.0),
+                p_value=float(p_values[position]),
+            )
+            for position, boundary in enumerate(boundaries)
+        ]
+
+
+def _adjacent_p_values(
+    *, prefix: FloatArray, squares: FloatArray, edges: npt.NDArray[np.int64], variance_inflation: float
+) -> FloatArray:
+    """Two-sided pooled t-test p-values between each pair of neighbouring segments."""
+    counts = np.diff(edges).astype(np.float64)
+    sums = prefix[edges[1:]] - prefix[edges[:-1]]
+    sum_squares = squares[edges[1:]] - squares[edges[:-1]]
+    means = sums / counts
+    deviations = np.maximum(sum_squares - sums * means, 0.0)
+    left_n, right_n = counts[:-1], counts[1:]
+    degrees = left_n + right_n - 2.0
+    pooled = (deviations[:-1] + deviations[1:]) / degrees
+    standard_error = np.sqrt(pooled * (1.0 / left_n + 1.0 / right_n) * variance_inflation)
+    difference = np.abs(means[1:] - means[:-1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(standard_error > 0.0, difference / standard_error, np.where(difference > 0, np.inf, 0.0))
+    return np.asarray(2.0 * stats.t.sf(t, degrees), dtype=np.float64)
+
+
+def _relative_change(*, before: FloatArray, after: FloatArray) -> FloatArray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(
+            before != 0.0, (after - before) / np.abs(before), np.where(after == before, 0.0, np.inf)
+        )
