@@ -104,3 +104,10 @@ CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 CELERY_BROKER_CONNECTION_TIMEOUT = 5
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=300)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=360)
+
+# Runner workers: who this node is, and how long a run stays held without a heartbeat.
+PERFWATCH_RUNNER_NAME = env.str("PERFWATCH_RUNNER_NAME", default="")
+PERFWATCH_RUNNER_HARDWARE_CLASS = env.str("PERFWATCH_RUNNER_HARDWARE_CLASS", default="")
+PERFWATCH_RUN_LEASE_S = env.int("PERFWATCH_RUN_LEASE_S", default=180)
+PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)
+PERFWATCH_WORK_DIR = env.str("PERFWATCH_WORK_DIR", default=str(BASE_DIR / "var" / "runs"))

@@ -1,5 +1,6 @@
 """Model factories: tests build their data here, not in fixture files."""
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -21,7 +22,7 @@ class CommitFactory(factory.django.DjangoModelFactory):
         model = Commit
 
     repository = factory.SubFactory(RepositoryFactory)
-    sha = factory.Sequence(lambda n: f"{n:040x}")
+    sha = factory.Sequence(lambda n: hashlib.sha1(f"commit-{n}".encode()).hexdigest())
     position = factory.Sequence(lambda n: n)
     committed_at = factory.Sequence(lambda n: datetime(2026, 8, 1, tzinfo=UTC) + timedelta(hours=n))
     subject = factory.Sequence(lambda n: f"[Perf] Change number {n} (#{50000 + n})")

@@ -62,6 +62,9 @@ class Commit(models.Model):
     position = models.PositiveIntegerField(
         null=True, blank=True, help_text="Index on the first-parent history of the default branch"
     )
+    change_class = models.CharField(
+        max_length=20, blank=True, help_text="docs_tests_ci, python or native: what the commit's files touch"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects: ClassVar[CommitQuerySet] = CommitQuerySet.as_manager()  # type: ignore[assignment]
@@ -93,6 +96,7 @@ class Suite(models.Model):
     install_settings = models.JSONField(default=dict, blank=True)
     serve_settings = models.JSONField(default=dict, blank=True)
     benchmark_settings = models.JSONField(default=dict, blank=True)
+    timeouts = models.JSONField(default=dict, blank=True, help_text="install_s, server_start_s, benchmark_s")
     concurrencies = models.JSONField(default=list, blank=True, help_text="Levels a valid report must hold")
     max_error_rate = models.FloatField(default=0.0, help_text="Errored share of requests tolerated per level")
     oldest_supported_commit = models.CharField(max_length=40, blank=True)
@@ -165,6 +169,21 @@ class Run(models.Model):
     report_gz = models.BinaryField(null=True, blank=True, editable=False, help_text="gzip of the raw report")
     report_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
     guidellm_version = models.CharField(max_length=50, blank=True)
+    # What a runner is asked to install when the suite installs releases rather than commits.
+    vllm_version_requested = models.CharField(max_length=50, blank=True)
+    vllm_version = models.CharField(max_length=100, blank=True, help_text="What /version answered")
+    forced = models.BooleanField(default=False, help_text="Asked for explicitly, even if already benchmarked")
+    # Lease: the runner holding the run renews it; an expired lease means the runner died.
+    attempt = models.PositiveSmallIntegerField(default=0)
+    max_attempts = models.PositiveSmallIntegerField(default=3)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    stage_started_at = models.DateTimeField(null=True, blank=True)
+    stage_durations = models.JSONField(default=dict, blank=True, help_text="stage -> seconds")
+    telemetry = models.JSONField(default=list, blank=True, help_text="GPU samples during the benchmark")
+    server_metrics = models.JSONField(default=dict, blank=True, help_text="/metrics before and after")
+    commands = models.JSONField(default=dict, blank=True, help_text="The exact commands to reproduce the run")
+    logs = models.JSONField(default=dict, blank=True, help_text="Tail of each step's log")
 
     objects: ClassVar[RunQuerySet] = RunQuerySet.as_manager()  # type: ignore[assignment]
 
@@ -181,6 +200,14 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk} {self.suite} @ {self.commit.short_sha} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_RUN_STATUSES
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_RUN_STATUSES
 
 
 class SeriesQuerySet(QuerySet["Series"]):

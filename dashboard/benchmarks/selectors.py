@@ -361,3 +361,7 @@ def commit_neighbours(*, commit: Commit) -> tuple[Commit | None, Commit | None]:
     older = benchmarked.filter(position__lt=commit.position).order_by("-position").first()
     newer = benchmarked.filter(position__gt=commit.position).order_by("position").first()
     return older, newer
+
+
+def suites_list() -> list[Suite]:
+    return list(Suite.objects.order_by("-is_active", "name"))

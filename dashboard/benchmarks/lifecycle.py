@@ -1,0 +1,479 @@
+"""A run's life on a runner: enqueue, claim, heartbeat, stages, completion, failure, requeue.
+
+The database is the source of truth; the broker only carries "please look at run N". Every state
+change is a conditional UPDATE, so a message delivered twice, a runner that died, or a staff member's
+cancel can never produce a second benchmark or a second set of measurements.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import close_old_connections, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Commit, Run, Runner, RunStatus, Suite
+from dashboard.benchmarks.services import measurements_store
+from runners.guidellm_report import GuidellmReport
+from runners.suites import SuiteSpec
+
+logger = logging.getLogger(__name__)
+
+LOG_TAIL_CHARS = 20_000
+
+
+class RunNotOwned(Exception):
+    """The run is no longer this runner's to work on (cancelled, requeued, or finished elsewhere)."""
+
+
+class RunActionRefused(Exception):
+    """A staff action that does not apply to the run in its current state."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a runner hands back when a benchmark completed."""
+
+    raw_report: bytes
+    report: GuidellmReport
+    environment: dict[str, Any]
+    vllm_version: str
+    telemetry: list[dict[str, Any]]
+    server_metrics: dict[str, Any]
+    commands: dict[str, str]
+    logs: dict[str, str]
+
+
+def suite_spec(*, suite: Suite) -> SuiteSpec:
+    """The runner-side description of a suite, rebuilt from its row."""
+    return SuiteSpec.model_validate(
+        {
+            "name": suite.name,
+            "description": suite.description,
+            "hardware_class": suite.hardware_class,
+            "install": suite.install_settings,
+            "serve": suite.serve_settings,
+            "benchmark": suite.benchmark_settings,
+            "timeouts": suite.timeouts,
+            "max_error_rate": suite.max_error_rate,
+            "oldest_supported_commit": suite.oldest_supported_commit or None,
+            "active": suite.is_active,
+        }
+    )
+
+
+def suite_upsert(*, spec: SuiteSpec) -> tuple[Suite, bool]:
+    """Store a suite description (from runners/suites/*.yaml) as its row; True when created."""
+    data = spec.model_dump(mode="json")
+    return Suite.objects.update_or_create(
+        name=spec.name,
+        defaults={
+            "description": spec.description,
+            "hardware_class": spec.hardware_class,
+            "install_settings": data["install"],
+            "serve_settings": data["serve"],
+            "benchmark_settings": data["benchmark"],
+            "timeouts": data["timeouts"],
+            "concurrencies": list(spec.benchmark.concurrencies),
+            "max_error_rate": spec.max_error_rate,
+            "oldest_supported_commit": spec.oldest_supported_commit or "",
+            "is_active": spec.active,
+        },
+    )
+
+
+def _runner_queue(hardware_class: str) -> str:
+    return f"runner.{hardware_class}"
+
+
+def _dispatch(run: Run) -> None:
+    from workers.tasks import benchmark_run
+
+    run_id, queue = run.pk, _runner_queue(run.hardware_class)
+    # The task may take as long as its suite's steps together, and a margin for storing.
+    budget_s = int(sum(float(v) for v in run.suite.timeouts.values()) or 3 * 3600) + 600
+    transaction.on_commit(
+        lambda: benchmark_run.apply_async(
+            args=(run_id,), queue=queue, soft_time_limit=budget_s, time_limit=budget_s + 120
+        )
+    )
+
+
+def run_enqueue(
+    *,
+    commit: Commit,
+    suite: Suite,
+    hardware_class: str | None = None,
+    version: str = "",
+    forced: bool = False,
+) -> Run:
+    """Queue a benchmark of `suite` at `commit`; the message goes out once the transaction commits."""
+    run = Run.objects.create(
+        commit=commit,
+        suite=suite,
+        hardware_class=hardware_class or suite.hardware_class,
+        source=Run.Source.RUNNER,
+        status=RunStatus.QUEUED,
+        vllm_version_requested=version,
+        forced=forced,
+    )
+    _dispatch(run)
+    return run
+
+
+def _lease_until() -> Any:
+    return timezone.now() + timedelta(seconds=settings.PERFWATCH_RUN_LEASE_S)
+
+
+def runner_register(*, name: str, hardware_class: str, environment: dict[str, Any]) -> Runner:
+    runner, _ = Runner.objects.update_or_create(
+        name=name,
+        defaults={
+            "hardware_class": hardware_class,
+            "gpu_model": str(environment.get("gpu_model") or ""),
+            "gpu_count": int(environment.get("gpu_count") or 0),
+            "host": str(environment.get("host") or ""),
+            "last_heartbeat_at": timezone.now(),
+        },
+    )
+    return runner
+
+
+def run_claim(*, run_id: int, runner: Runner) -> Run | None:
+    """Take a queued run for `runner`; None when another delivery or runner already has it."""
+    now = timezone.now()
+    claimed = Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.INSTALLING,
+        runner=runner,
+        attempt=F("attempt") + 1,
+        started_at=now,
+        stage_started_at=now,
+        heartbeat_at=now,
+        lease_expires_at=_lease_until(),
+        failure_reason="",
+    )
+    if not claimed:
+        return None
+    return Run.objects.select_related("suite", "commit", "runner").get(pk=run_id)
+
+
+def _owned(run_id: int, runner: Runner) -> Any:
+    return Run.objects.filter(pk=run_id, runner=runner, status__in=ACTIVE_RUN_STATUSES)
+
+
+def run_heartbeat(*, run_id: int, runner: Runner) -> None:
+    """Renew the lease; raise RunNotOwned when the run was cancelled or taken away."""
+    now = timezone.now()
+    Runner.objects.filter(pk=runner.pk).update(last_heartbeat_at=now)
+    if not _owned(run_id, runner).update(heartbeat_at=now, lease_expires_at=_lease_until()):
+        raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}")
+
+
+def run_stage_enter(*, run_id: int, runner: Runner, stage: str) -> None:
+    """Record the end of the current stage and the start of `stage`."""
+    with transaction.atomic():
+        run = _owned(run_id, runner).select_for_update().first()
+        if run is None:
+            raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}")
+        now = timezone.now()
+        durations = dict(run.stage_durations)
+        if run.stage_started_at:
+            durations[run.status] = round((now - run.stage_started_at).total_seconds(), 1)
+        run.status, run.stage_started_at, run.stage_durations = stage, now, durations
+        run.heartbeat_at, run.lease_expires_at = now, _lease_until()
+        run.save(
+            update_fields=[
+                "status",
+                "stage_started_at",
+                "stage_durations",
+                "heartbeat_at",
+                "lease_expires_at",
+            ]
+        )
+
+
+def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
+    """Store the results of a held run exactly once and mark it succeeded."""
+    with transaction.atomic():
+        run = _owned(run_id, runner).select_for_update().select_related("suite", "commit").first()
+        if run is None:
+            raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}; its results are discarded")
+        now = timezone.now()
+        durations = dict(run.stage_durations)
+        if run.stage_started_at:
+            durations[run.status] = round((now - run.stage_started_at).total_seconds(), 1)
+        run.status = RunStatus.SUCCEEDED
+        run.finished_at = now
+        run.stage_durations = durations
+        run.lease_expires_at = None
+        run.report_gz = gzip.compress(result.raw_report)
+        run.report_sha256 = hashlib.sha256(result.raw_report).hexdigest()
+        run.guidellm_version = result.report.guidellm_version
+        run.environment = result.environment
+        run.vllm_version = result.vllm_version[:100]
+        run.telemetry = result.telemetry
+        run.server_metrics = result.server_metrics
+        run.commands = result.commands
+        run.logs = {name: text[-LOG_TAIL_CHARS:] for name, text in result.logs.items()}
+        run.save()
+        measurements_store(run=run, report=result.report)
+    return run
+
+
+def run_fail(
+    *,
+    run_id: int,
+    runner: Runner,
+    reason: str,
+    logs: dict[str, str] | None = None,
+    commands: dict[str, str] | None = None,
+    environment: dict[str, Any] | None = None,
+) -> None:
+    """Mark a held run failed with a one-line reason, keeping its logs."""
+    line = " ".join(reason.split())[:500] or "failed without a reason"
+    with transaction.atomic():
+        run = _owned(run_id, runner).select_for_update().first()
+        if run is None:
+            return
+        now = timezone.now()
+        durations = dict(run.stage_durations)
+        if run.stage_started_at:
+            durations[run.status] = round((now - run.stage_started_at).total_seconds(), 1)
+        run.status, run.failure_reason, run.finished_at = RunStatus.FAILED, line, now
+        run.stage_durations, run.lease_expires_at = durations, None
+        run.logs = {name: text[-LOG_TAIL_CHARS:] for name, text in (logs or {}).items()}
+        run.commands = commands or run.commands
+        run.environment = environment or run.environment
+        run.save()
+
+
+def runs_requeue_expired() -> list[int]:
+    """Requeue runs whose runner stopped renewing its lease; fail them after their last attempt."""
+    now = timezone.now()
+    requeued: list[int] = []
+    expired = Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, lease_expires_at__lt=now)
+    for run_id in expired.values_list("pk", flat=True):
+        with transaction.atomic():
+            run = (
+                Run.objects.select_for_update(skip_locked=True)
+                .filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES, lease_expires_at__lt=now)
+                .first()
+            )
+            if run is None:
+                continue
+            lost = f"runner {run.runner.name if run.runner else '?'} stopped answering during {run.status}"
+            if run.attempt >= run.max_attempts:
+                run.status, run.finished_at = RunStatus.FAILED, now
+                run.failure_reason = f"{lost}; gave up after {run.attempt} attempts"
+                run.lease_expires_at = None
+                run.save(update_fields=["status", "finished_at", "failure_reason", "lease_expires_at"])
+                continue
+            run.status, run.failure_reason, run.lease_expires_at = RunStatus.QUEUED, f"requeued: {lost}", None
+            run.stage_durations, run.stage_started_at = {}, None
+            run.save(
+                update_fields=[
+                    "status",
+                    "failure_reason",
+                    "lease_expires_at",
+                    "stage_durations",
+                    "stage_started_at",
+                ]
+            )
+            _dispatch(run)
+            requeued.append(run.pk)
+    return requeued
+
+
+def run_cancel(*, run_id: int, user: AbstractBaseUser | AnonymousUser) -> Run:
+    """Cancel a queued or running run; a runner holding it stops at its next step."""
+    now = timezone.now()
+    updated = Run.objects.filter(
+        Q(status=RunStatus.QUEUED) | Q(status__in=ACTIVE_RUN_STATUSES), pk=run_id
+    ).update(
+        status=RunStatus.CANCELLED,
+        finished_at=now,
+        lease_expires_at=None,
+        failure_reason=f"cancelled by {user}",
+    )
+    if not updated:
+        raise RunActionRefused("only a queued or running run can be cancelled")
+    return Run.objects.get(pk=run_id)
+
+
+def run_retry(*, run_id: int, user: AbstractBaseUser | AnonymousUser) -> Run:
+    """Queue a failed or cancelled runner run again, with a fresh set of attempts."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
+            raise RunActionRefused("only a failed or cancelled run can be retried")
+        if run.source != Run.Source.RUNNER:
+            raise RunActionRefused("an ingested report has nothing to run again")
+        run.status, run.failure_reason, run.attempt = RunStatus.QUEUED, f"retried by {user}", 0
+        run.started_at = run.finished_at = run.lease_expires_at = run.stage_started_at = None
+        run.stage_durations, run.logs = {}, {}
+        run.save()
+        _dispatch(run)
+    return run
+
+
+def run_execute(*, run_id: int, runner_name: str, hardware_class: str) -> RunStatus | None:
+    """Claim run `run_id` for this node, benchmark it, and store the outcome; None if not ours to run."""
+    from dataclasses import asdict
+
+    from runners.errors import RunFailed
+    from runners.fingerprint import environment_fingerprint
+    from runners.pipeline import benchmark_execute
+
+    if not hardware_class:
+        hardware_class = (
+            Run.objects.filter(pk=run_id).values_list("hardware_class", flat=True).first() or "unknown"
+        )
+    runner = runner_register(
+        name=runner_name, hardware_class=hardware_class, environment=environment_fingerprint()
+    )
+    run = run_claim(run_id=run_id, runner=runner)
+    if run is None:
+        logger.info("run %s is not queued any more: nothing to do", run_id)
+        return None
+
+    def heartbeat() -> None:
+        # Runs in the pipeline's heartbeat thread, on that thread's own database connection.
+        # RunNotOwned raised here stops the benchmark: the run was cancelled or requeued.
+        try:
+            run_heartbeat(run_id=run_id, runner=runner)
+        finally:
+            connection.close()
+
+    def on_stage(stage: str) -> None:
+        run_stage_enter(run_id=run_id, runner=runner, stage=stage)
+
+    work_dir = Path(settings.PERFWATCH_WORK_DIR) / f"run-{run_id}-attempt-{run.attempt}"
+    try:
+        outcome = benchmark_execute(
+            suite=suite_spec(suite=run.suite),
+            commit_sha=run.commit.sha,
+            runner_name=runner.name,
+            work_dir=work_dir,
+            on_stage=on_stage,
+            heartbeat=heartbeat,
+            version=run.vllm_version_requested or None,
+            heartbeat_interval_s=settings.PERFWATCH_HEARTBEAT_S,
+        )
+    except RunNotOwned:
+        logger.info("run %s was cancelled or requeued: stopped", run_id)
+        return None
+    except RunFailed as error:
+        close_old_connections()
+        run_fail(
+            run_id=run_id,
+            runner=runner,
+            reason=f"{error.stage}: {error.reason}",
+            logs=_log_tails(work_dir) or ({error.stage: error.log_tail} if error.log_tail else {}),
+        )
+        return RunStatus.FAILED
+    close_old_connections()
+    run_stage_enter(run_id=run_id, runner=runner, stage=RunStatus.STORING)
+    run_complete(
+        run_id=run_id,
+        runner=runner,
+        result=RunResult(
+            raw_report=outcome.raw_report,
+            report=outcome.report,
+            environment={**outcome.fingerprint, "warnings": list(outcome.warnings)},
+            vllm_version=outcome.vllm_version,
+            telemetry=[asdict(sample) for sample in outcome.telemetry],
+            server_metrics={
+                "before": dict(outcome.metrics_before),
+                "after": dict(outcome.metrics_after),
+                "delta": outcome.metrics_delta,
+            },
+            commands={name: "\n".join(lines) for name, lines in outcome.commands.items() if lines},
+            logs=_log_tails(work_dir),
+        ),
+    )
+    return RunStatus.SUCCEEDED
+
+
+def _log_tails(work_dir: Path) -> dict[str, str]:
+    """The end of each step's log file in a run's work directory."""
+    tails = {}
+    for name in ("install", "server", "guidellm"):
+        path = work_dir / f"{name}.log"
+        if path.exists():
+            with path.open("rb") as handle:
+                handle.seek(max(0, path.stat().st_size - LOG_TAIL_CHARS))
+                tails[name] = handle.read().decode("utf-8", "replace")
+    return tails
+
+
+def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_depth: int = 2) -> list[Run]:
+    """Queue the newest commits of main that `suite` has not benchmarked, keeping its queue short.
+
+    Newest first, because a node cannot run every commit: what matters is how main is doing now, and
+    a change found later is bisected. Commits touching only docs, tests or CI are skipped, and a
+    commit never runs twice for a suite unless someone asks (a forced run).
+    """
+    hardware_class = hardware_class or suite.hardware_class
+    waiting = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.QUEUED).count()
+    free = max(0, queue_depth - waiting)
+    if not free:
+        return []
+    candidates = Commit.objects.filter(position__isnull=False).exclude(change_class="docs_tests_ci")
+    if suite.oldest_supported_commit:
+        oldest = (
+            Commit.objects.filter(sha__startswith=suite.oldest_supported_commit.lower())
+            .values_list("position", flat=True)
+            .first()
+        )
+        if oldest is not None:
+            candidates = candidates.filter(position__gte=oldest)
+    already = Run.objects.filter(suite=suite, hardware_class=hardware_class).values("commit_id")
+    commits = list(candidates.exclude(pk__in=already).order_by("-position")[:free])
+    return [run_enqueue(commit=commit, suite=suite, hardware_class=hardware_class) for commit in commits]
+
+
+class VersionUnknown(Exception):
+    """A release whose commit is not known: its tag is not synced and no sha was given."""
+
+
+_VERSION = re.compile(r"^\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?$")
+
+
+def runs_enqueue_versions(*, suite: Suite, versions: list[str], release_commits: dict[str, str]) -> list[Run]:
+    """Queue one forced run per released version, attached to the release's commit."""
+    from dashboard.benchmarks.services import commit_ensure
+
+    if suite.install_settings.get("method") != "pypi_release":
+        raise VersionUnknown(
+            f"suite {suite.name} installs by {suite.install_settings.get('method')}, not releases"
+        )
+    runs = []
+    for version in versions:
+        if not _VERSION.match(version):
+            raise VersionUnknown(f"{version!r} is not a release version such as 0.32.0")
+        sha = release_commits.get(version)
+        if sha is None:
+            raise VersionUnknown(f"no commit known for v{version}: pass --commit {version}=SHA")
+        commit = commit_ensure(sha=sha)
+        runs.append(run_enqueue(commit=commit, suite=suite, version=version, forced=True))
+    return runs
+
+
+def runs_schedule_all() -> list[Run]:
+    """One scheduling pass over every active suite whose install method follows main's commits."""
+    queued: list[Run] = []
+    for suite in Suite.objects.filter(is_active=True):
+        if suite.install_settings.get("method") == "pypi_release":
+            continue  # release suites run what benchmark_versions asks for, not every commit
+        queued.extend(runs_schedule(suite=suite))
+    return queued

@@ -1,0 +1,156 @@
+"""A run's lifecycle: claim once, heartbeat, stages, store once, requeue on a lost lease."""
+
+from datetime import timedelta
+from typing import cast
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
+
+from dashboard.benchmarks import lifecycle
+from dashboard.benchmarks.models import Commit, Measurement, Run, Runner, RunStatus, Suite
+from runners.guidellm_report import report_parse
+from tests.factories import CommitFactory, RunnerFactory, SuiteFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def queued_run(monkeypatch) -> Run:
+    sent: list[int] = []
+    # The broker is real elsewhere; here only the database side of the lifecycle is under test.
+    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: sent.append(run.pk))
+    suite = cast(Suite, SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu", concurrencies=[1, 2, 4]))
+    return lifecycle.run_enqueue(commit=cast(Commit, CommitFactory()), suite=suite)
+
+
+def _runner(name: str = "cpu-1") -> Runner:
+    return cast(Runner, RunnerFactory(name=name, hardware_class="cpu"))
+
+
+def _result(raw: bytes) -> lifecycle.RunResult:
+    return lifecycle.RunResult(
+        raw_report=raw,
+        report=report_parse(raw=raw),
+        environment={"host": "test"},
+        vllm_version="0.32.0+cpu",
+        telemetry=[],
+        server_metrics={},
+        commands={"serve": "vllm serve ..."},
+        logs={"server": "x" * 30_000},
+    )
+
+
+def test_a_run_is_claimed_once_even_when_delivered_twice(queued_run) -> None:
+    first = lifecycle.run_claim(run_id=queued_run.pk, runner=_runner("cpu-1"))
+    second = lifecycle.run_claim(run_id=queued_run.pk, runner=_runner("cpu-2"))
+    assert first is not None and first.status == RunStatus.INSTALLING and first.attempt == 1
+    assert second is None
+    assert Run.objects.get(pk=queued_run.pk).runner == Runner.objects.get(name="cpu-1")
+
+
+def test_stages_record_their_durations(queued_run) -> None:
+    runner = _runner()
+    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
+    lifecycle.run_stage_enter(run_id=queued_run.pk, runner=runner, stage=RunStatus.STARTING_SERVER)
+    lifecycle.run_stage_enter(run_id=queued_run.pk, runner=runner, stage=RunStatus.BENCHMARKING)
+    run = Run.objects.get(pk=queued_run.pk)
+    assert run.status == RunStatus.BENCHMARKING
+    assert set(run.stage_durations) == {"installing", "starting_server"}
+
+
+def test_results_are_stored_once(queued_run, vllm_cpu_report) -> None:
+    runner = _runner()
+    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
+    lifecycle.run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
+    with pytest.raises(lifecycle.RunNotOwned):
+        lifecycle.run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
+    run = Run.objects.get(pk=queued_run.pk)
+    assert run.status == RunStatus.SUCCEEDED
+    assert Measurement.objects.filter(run=run).count() == 3 * 21
+    assert len(run.logs["server"]) == lifecycle.LOG_TAIL_CHARS
+
+
+def test_cancelled_run_stops_its_heartbeat_and_discards_results(queued_run, vllm_cpu_report) -> None:
+    runner = _runner()
+    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
+    lifecycle.run_cancel(run_id=queued_run.pk, user=AnonymousUser())
+    with pytest.raises(lifecycle.RunNotOwned):
+        lifecycle.run_heartbeat(run_id=queued_run.pk, runner=runner)
+    with pytest.raises(lifecycle.RunNotOwned):
+        lifecycle.run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
+    assert Measurement.objects.count() == 0
+    assert Run.objects.get(pk=queued_run.pk).status == RunStatus.CANCELLED
+
+
+def test_expired_lease_requeues_then_gives_up_after_max_attempts(queued_run) -> None:
+    runner = _runner()
+    for attempt in range(1, 4):
+        assert lifecycle.run_claim(run_id=queued_run.pk, runner=runner) is not None
+        Run.objects.filter(pk=queued_run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+        requeued = lifecycle.runs_requeue_expired()
+        run = Run.objects.get(pk=queued_run.pk)
+        if attempt < 3:
+            assert requeued == [queued_run.pk]
+            assert run.status == RunStatus.QUEUED
+            assert "stopped answering" in run.failure_reason
+    assert run.status == RunStatus.FAILED
+    assert run.failure_reason.endswith("gave up after 3 attempts")
+
+
+def test_live_lease_is_not_requeued(queued_run) -> None:
+    runner = _runner()
+    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
+    lifecycle.run_heartbeat(run_id=queued_run.pk, runner=runner)
+    assert lifecycle.runs_requeue_expired() == []
+
+
+def test_failed_run_keeps_a_one_line_reason_and_can_be_retried(queued_run) -> None:
+    runner = _runner()
+    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
+    lifecycle.run_fail(
+        run_id=queued_run.pk,
+        runner=runner,
+        reason="starting_server: exited\nwith code 1",
+        logs={"server": "boom"},
+    )
+    run = Run.objects.get(pk=queued_run.pk)
+    assert (run.status, run.failure_reason, run.logs) == (
+        RunStatus.FAILED,
+        "starting_server: exited with code 1",
+        {"server": "boom"},
+    )
+    retried = lifecycle.run_retry(run_id=run.pk, user=AnonymousUser())
+    assert (retried.status, retried.attempt) == (RunStatus.QUEUED, 0)
+    with pytest.raises(lifecycle.RunActionRefused):
+        lifecycle.run_retry(run_id=run.pk, user=AnonymousUser())
+
+
+def test_scheduler_takes_newest_commits_first_skips_docs_only_and_never_repeats(monkeypatch) -> None:
+    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: None)
+    suite = cast(Suite, SuiteFactory(name="kimi-k3-8k1k", install_settings={"method": "wheel_index"}))
+    commits = [cast(Commit, CommitFactory(position=i, change_class="python")) for i in range(6)]
+    Commit.objects.filter(pk=commits[5].pk).update(change_class="docs_tests_ci")
+
+    first = lifecycle.runs_schedule(suite=suite, queue_depth=2)
+    assert [run.commit.position for run in first] == [4, 3]
+    assert lifecycle.runs_schedule(suite=suite, queue_depth=2) == []  # the queue is full
+
+    Run.objects.filter(pk__in=[run.pk for run in first]).update(status=RunStatus.SUCCEEDED)
+    second = lifecycle.runs_schedule(suite=suite, queue_depth=2)
+    assert [run.commit.position for run in second] == [2, 1]
+
+
+def test_scheduler_respects_the_oldest_supported_commit(monkeypatch) -> None:
+    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: None)
+    commits = [cast(Commit, CommitFactory(position=i, change_class="python")) for i in range(5)]
+    suite = cast(
+        Suite,
+        SuiteFactory(
+            name="kimi-k3-8k1k",
+            install_settings={"method": "wheel_index"},
+            oldest_supported_commit=commits[3].sha[:12],
+        ),
+    )
+    runs = lifecycle.runs_schedule(suite=suite, queue_depth=10)
+    assert sorted(run.commit.position or 0 for run in runs) == [3, 4]
