@@ -1,8 +1,5 @@
 import itertools
-import socket
 import subprocess
-import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -381,33 +378,12 @@ def test_branch_that_is_not_a_branch_name_is_refused(remote, tmp_path, branch):
         mirror_fetch(path=tmp_path / "m.git", remote_url=str(remote.path), branch=branch, timeout_s=TIMEOUT_S)
 
 
-@pytest.fixture
-def silent_git_daemon() -> Iterator[str]:
-    """A TCP server that accepts git:// connections and never answers, like a remote that hangs."""
-    server = socket.create_server(("127.0.0.1", 0))
-    accepted: list[socket.socket] = []
-
-    def accept() -> None:
-        while True:
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                return
-            accepted.append(connection)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"git://127.0.0.1:{server.getsockname()[1]}/vllm-project/vllm.git"
-    server.close()
-    for connection in accepted:
-        connection.close()
-
-
-def test_fetch_from_a_hanging_remote_times_out(silent_git_daemon, tmp_path):
+def test_fetch_from_a_hanging_remote_times_out(silent_server_port, tmp_path):
+    hanging_remote = f"git://127.0.0.1:{silent_server_port}/vllm-project/vllm.git"
     started = datetime.now(tz=UTC)
 
     with pytest.raises(GitMirrorError, match=r"git fetch timed out after 1 s"):
-        mirror_fetch(path=tmp_path / "mirror.git", remote_url=silent_git_daemon, timeout_s=1)
+        mirror_fetch(path=tmp_path / "mirror.git", remote_url=hanging_remote, timeout_s=1)
 
     assert (datetime.now(tz=UTC) - started).total_seconds() < 10
 
