@@ -2,6 +2,8 @@
 
 Pure: no Django, no network. The parser follows what GitHub renders, not what the raw text says: code,
 HTML comments and struck-out text are not references a reader sees, so they are not references here.
+It reads line by line, so two things GitHub renders are not modelled: a strike or code span that wraps
+onto the next line, and 4-space indented code blocks (which look like nested list items line by line).
 """
 
 from __future__ import annotations
