@@ -1,0 +1,108 @@
+"""Real Celery workers on the real Redis broker, against the test database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _database_url() -> str:
+    database = settings.DATABASES["default"]
+    return (
+        f"postgres://{database['USER']}:{database.get('PASSWORD') or ''}@{database['HOST'] or '127.0.0.1'}:"
+        f"{database['PORT'] or 5432}/{database['NAME']}"
+    )
+
+
+@pytest.fixture
+def broker_purged() -> Iterator[str]:
+    url = settings.CELERY_BROKER_URL
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    client.flushdb()
+    yield url
+    client.flushdb()
+
+
+@pytest.fixture
+def start_worker(broker_purged: str, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start `celery worker` processes; every one still running is stopped at the end of the test."""
+    workers: list[subprocess.Popen[bytes]] = []
+
+    def start(*, name: str, queue: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log = (tmp_path / f"worker-{name}.log").open("wb")
+        env = {
+            **os.environ,
+            "DATABASE_URL": _database_url(),
+            "CELERY_BROKER_URL": broker_purged,
+            "PERFWATCH_RUNNER_NAME": name,
+            "PERFWATCH_WORK_DIR": str(tmp_path / "runs"),
+            "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
+        }
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "workers",
+                "worker",
+                "-Q",
+                queue,
+                "--concurrency",
+                "1",
+                "--prefetch-multiplier",
+                "1",
+                "--hostname",
+                f"{name}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "INFO",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        workers.append(process)
+        return process
+
+    yield start
+    for process in workers:
+        worker_group_kill(process)
+
+
+def worker_group_kill(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    """Stop a worker and everything in its process group."""
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def wait_for(predicate: Callable[[], bool], *, timeout_s: float, what: str, interval_s: float = 1.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
