@@ -1,0 +1,61 @@
+"""Domain exceptions of the GPU-node side. Each carries a one-line reason fit for a run's page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class RunnerError(Exception):
+    """Base of every failure raised by `runners`."""
+
+
+class SuiteInvalid(RunnerError):
+    """A suite file is missing, unparsable or has a bad field; the message names file and field."""
+
+
+class CommandFailed(RunnerError):
+    """A subprocess exited non-zero or ran past its timeout."""
+
+    def __init__(
+        self,
+        *,
+        argv: tuple[str, ...],
+        returncode: int | None,
+        timed_out: bool,
+        log_path: Path,
+        log_tail: str,
+    ) -> None:
+        self.argv = argv
+        self.returncode = returncode
+        self.timed_out = timed_out
+        self.log_path = log_path
+        self.log_tail = log_tail
+        what = "timed out" if timed_out else f"exited with status {returncode}"
+        super().__init__(f"{argv[0]} {what} (log: {log_path})")
+
+
+class Cancelled(RunnerError):
+    """The work was stopped on request (a failed heartbeat or a cancelled run) before it finished."""
+
+
+class InstallRefused(RunnerError):
+    """An install cannot be attempted as asked (short sha, no wheel for a commit, unknown method)."""
+
+
+class ServerFailed(RunnerError):
+    """The vLLM server exited during start-up or did not become healthy in time."""
+
+    def __init__(self, *, reason: str, log_tail: str) -> None:
+        self.reason = reason
+        self.log_tail = log_tail
+        super().__init__(reason)
+
+
+class RunFailed(RunnerError):
+    """A benchmark run failed at a stage; `reason` is one line, `log_tail` the evidence."""
+
+    def __init__(self, *, stage: str, reason: str, log_tail: str = "") -> None:
+        self.stage = stage
+        self.reason = reason
+        self.log_tail = log_tail
+        super().__init__(f"{stage}: {reason}")
