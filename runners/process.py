@@ -1,0 +1,159 @@
+"""Subprocesses in their own process group, with a timeout, a log file, and a teardown that kills all.
+
+vLLM and guidellm both leave worker processes behind when only their parent is signalled, so every
+long-lived command here gets its own session and is always ended as a whole group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from runners.errors import Cancelled, CommandFailed
+
+TERM_GRACE_S = 10.0
+LOG_TAIL_LINES = 40
+CANCEL_POLL_S = 0.5
+
+
+def log_tail(*, path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """Return the last `lines` lines of a log file ('' when it does not exist)."""
+    try:
+        with path.open("rb") as handle:
+            # Only the end matters; a server log can be large.
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 64 * 1024))
+            data = handle.read()
+    except FileNotFoundError:
+        return ""
+    return "\n".join(data.decode("utf-8", errors="replace").splitlines()[-lines:])
+
+
+def process_start(
+    *,
+    argv: Sequence[str],
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `argv` in a new session (its own process group), stdout and stderr appended to `log_path`."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        log.write(f"$ {' '.join(argv)}\n".encode())
+        log.flush()
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+
+
+def _group_alive(*, pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def process_group_terminate(*, process: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM the process's whole group, SIGKILL what is left after `grace_s`, and reap the leader.
+
+    The group id equals the leader's pid because it was started with start_new_session; the group can
+    outlive its leader (orphaned grandchildren), so liveness is checked on the group, not the leader.
+    """
+    pgid = process.pid
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=0.1)
+        if not _group_alive(pgid=pgid):
+            break
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    process.wait(timeout=grace_s)
+    # SIGKILL is delivered asynchronously; wait until the group is really gone.
+    deadline = time.monotonic() + grace_s
+    while _group_alive(pgid=pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def command_run(
+    *,
+    argv: Sequence[str],
+    log_path: Path,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    cancel: threading.Event | None = None,
+    stop_grace_s: float = TERM_GRACE_S,
+) -> None:
+    """Run `argv` to completion in its own process group; raise CommandFailed on failure or timeout,
+    Cancelled as soon as `cancel` is set (the group is ended in every case, SIGKILLed after
+    `stop_grace_s` if SIGTERM did not do)."""
+    process = process_start(argv=argv, log_path=log_path, env=env, cwd=cwd)
+    timed_out = False
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            try:
+                process.wait(timeout=max(0.0, min(CANCEL_POLL_S, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled(f"{argv[0]} stopped: the run was cancelled") from None
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    break
+    finally:
+        # Also on success: a finished leader may leave daemons behind in its group.
+        process_group_terminate(process=process, grace_s=stop_grace_s)
+    if timed_out or process.returncode != 0:
+        raise CommandFailed(
+            argv=tuple(argv),
+            returncode=None if timed_out else process.returncode,
+            timed_out=timed_out,
+            log_path=log_path,
+            log_tail=log_tail(path=log_path),
+        )
+
+
+def command_output(*, argv: Sequence[str], timeout_s: float, env: Mapping[str, str] | None = None) -> str:
+    """Run a short command and return its stdout; raise CommandFailed on failure or timeout."""
+    try:
+        completed = subprocess.run(
+            list(argv),
+            capture_output=True,
+            timeout=timeout_s,
+            env=None if env is None else dict(env),
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise CommandFailed(
+            argv=tuple(argv), returncode=None, timed_out=True, log_path=Path("-"), log_tail=""
+        ) from exc
+    if completed.returncode != 0:
+        raise CommandFailed(
+            argv=tuple(argv),
+            returncode=completed.returncode,
+            timed_out=False,
+            log_path=Path("-"),
+            log_tail=completed.stderr.decode("utf-8", errors="replace")[-4000:],
+        )
+    return completed.stdout.decode("utf-8", errors="replace")
