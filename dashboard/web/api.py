@@ -1,0 +1,35 @@
+"""JSON the pages fetch: Plotly figures built in Python."""
+
+from __future__ import annotations
+
+import plotly.io
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+
+from dashboard.benchmarks import selectors
+from dashboard.benchmarks.models import Suite
+from dashboard.web.figures import timeline_figure
+from dashboard.web.filters import FilterInvalid, timeline_filters_parse
+from dashboard.web.views import commit_url_builder
+
+
+@require_GET
+def suite_figure(request: HttpRequest, suite: str, metric: str) -> HttpResponse:
+    """`{"data": [...], "layout": {...}}` of one timeline chart; same filters as the timeline page."""
+    suite_row = Suite.objects.filter(name=suite).first()
+    if suite_row is None:
+        return JsonResponse({"error": f"unknown suite {suite!r}"}, status=404)
+    try:
+        filters = timeline_filters_parse(query=request.GET, default_hardware=suite_row.hardware_class)
+    except FilterInvalid as error:
+        return JsonResponse({"error": str(error)}, status=400)
+    series = selectors.timeline_series(
+        suite=suite_row,
+        hardware_class=filters.hardware_class,
+        metrics=(metric,),
+        date_from=filters.date_from,
+        date_to=filters.date_to,
+        concurrencies=filters.concurrencies,
+    )
+    figure = timeline_figure(metric=metric, series=series, commit_url=commit_url_builder())
+    return HttpResponse(plotly.io.to_json(figure), content_type="application/json")

@@ -1,0 +1,252 @@
+"""Plotly figures built in Python and sent as JSON; static/perfwatch/charts.js draws them.
+
+A point's `customdata[0]` is the page it opens when clicked (the JS knows no URLs), and a timeline's
+`layout.meta` carries the tick candidates the JS re-picks from when the x range is zoomed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import plotly.graph_objects as go
+
+from dashboard.benchmarks.selectors import TimelinePoint, TimelineSeries
+from dashboard.web.metrics import MetricDisplay, metric_display
+
+# One colour per concurrency level, fixed by the level itself so a line keeps its colour whatever is
+# filtered out; levels are usually powers of two, so log2 spreads them over the palette.
+PALETTE: tuple[str, ...] = (
+    "#2563eb",
+    "#0d9488",
+    "#db2777",
+    "#ca8a04",
+    "#7c3aed",
+    "#ea580c",
+    "#16a34a",
+    "#0891b2",
+    "#be123c",
+)
+FONT = "Inter, ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
+GRID = "#e9edf3"
+MUTED = "#64748b"
+MAX_TICKS = 8
+SUBJECT_CHARS = 90
+
+CommitUrl = Callable[[str], str]
+
+
+def concurrency_color(*, concurrency: int) -> str:
+    return PALETTE[(max(concurrency, 1).bit_length() - 1) % len(PALETTE)]
+
+
+def _x_positions(series: Sequence[TimelineSeries]) -> tuple[dict[str, float], bool]:
+    """x per commit sha: its position on main when every point has one (gaps then show as spacing),
+    else its rank among the figure's commits."""
+    points = [point for item in series for point in item.points]
+    if points and all(point.position is not None for point in points):
+        return {point.commit_sha: float(point.position or 0) for point in points}, True
+    ranked: dict[str, float] = {}
+    # Every series is already in main order; merging them keeps that order for the union of commits.
+    for point in sorted(points, key=_order_key):
+        ranked.setdefault(point.commit_sha, float(len(ranked)))
+    return ranked, False
+
+
+def _order_key(point: TimelinePoint) -> tuple[bool, int, float]:
+    return (
+        point.position is None,
+        point.position or 0,
+        point.committed_at.timestamp() if point.committed_at else float("inf"),
+    )
+
+
+def _date_label(moment: datetime, *, with_year: bool) -> str:
+    return moment.strftime("%b %-d %Y" if with_year else "%b %-d")
+
+
+def _tick_candidates(
+    series: Sequence[TimelineSeries], x_of: dict[str, float]
+) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
+    """(first commit of each day, every commit) as (x, label): the JS labels a zoomed axis with days,
+    or with short shas once fewer than three days are in view."""
+    commits: dict[float, TimelinePoint] = {}
+    for item in series:
+        for point in item.points:
+            commits.setdefault(x_of[point.commit_sha], point)
+    ordered = sorted(commits.items())
+    dated = [(x, point.committed_at) for x, point in ordered if point.committed_at is not None]
+    with_year = len({moment.year for _, moment in dated}) > 1
+    days: dict[str, float] = {}
+    for x, moment in dated:
+        days.setdefault(_date_label(moment, with_year=with_year), x)
+    day_ticks = sorted((x, label) for label, x in days.items())
+    commit_ticks = [(x, point.commit_sha[:8]) for x, point in ordered]
+    return day_ticks, commit_ticks
+
+
+def _spread(candidates: list[tuple[float, str]], count: int) -> list[tuple[float, str]]:
+    if len(candidates) <= count:
+        return candidates
+    step = len(candidates) / count
+    return [candidates[int(index * step)] for index in range(count)]
+
+
+def _customdata(point: TimelinePoint, commit_url: CommitUrl) -> list[str]:
+    subject = point.subject or "(subject not synced yet)"
+    if len(subject) > SUBJECT_CHARS:
+        subject = subject[: SUBJECT_CHARS - 1] + "…"
+    return [
+        commit_url(point.commit_sha),
+        point.commit_sha[:8],
+        subject,
+        f"PR #{point.pr_number}" if point.pr_number else "no PR",
+        point.committed_at.strftime("%Y-%m-%d %H:%M UTC") if point.committed_at else "date unknown",
+        f" · mean of {point.runs} runs" if point.runs > 1 else "",
+    ]
+
+
+def _translucent(hex_color: str, *, alpha: float) -> str:
+    red, green, blue = (int(hex_color[index : index + 2], 16) for index in (1, 3, 5))
+    return f"rgba({red}, {green}, {blue}, {alpha})"
+
+
+def _value_format(display: MetricDisplay) -> str:
+    return f",.{display.decimals}f"
+
+
+def timeline_figure(*, metric: str, series: Sequence[TimelineSeries], commit_url: CommitUrl) -> go.Figure:
+    """One line per concurrency level of `metric` along main; clicking a point opens its commit."""
+    display = metric_display(metric=metric)
+    series = [item for item in series if item.metric == metric and item.points]
+    x_of, by_position = _x_positions(series)
+    unit = f" {display.unit}" if display.unit else ""
+    # Markers make a point easy to hover and click, but hundreds of them would hide the line.
+    marker_size = 5 if max((len(item.points) for item in series), default=0) <= 120 else 3
+    figure = go.Figure()
+    for item in sorted(series, key=lambda s: s.concurrency):
+        color = concurrency_color(concurrency=item.concurrency)
+        figure.add_trace(
+            go.Scatter(
+                x=[x_of[point.commit_sha] for point in item.points],
+                y=[point.value for point in item.points],
+                customdata=[_customdata(point, commit_url) for point in item.points],
+                name=f"c={item.concurrency}",
+                mode="lines+markers",
+                line={"color": color, "width": 1.6},
+                marker={"color": color, "size": marker_size},
+                hovertemplate=(
+                    "<b>%{customdata[1]}</b>  %{customdata[3]}  ·  %{customdata[4]}<br>"
+                    "%{customdata[2]}<br>"
+                    f"<b>%{{y:{_value_format(display)}}}{unit}</b> at concurrency {item.concurrency}"
+                    "%{customdata[5]}<extra></extra>"
+                ),
+            )
+        )
+    day_ticks, commit_ticks = _tick_candidates(series, x_of)
+    initial_ticks = _spread(day_ticks, MAX_TICKS) if len(day_ticks) >= 3 else _spread(commit_ticks, MAX_TICKS)
+    figure.update_layout(
+        template="none",
+        height=300,
+        margin={"l": 64, "r": 16, "t": 12, "b": 36},
+        font={"family": FONT, "size": 12, "color": "#1e293b"},
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="#ffffff",
+        hovermode="closest",
+        hoverlabel={"bgcolor": "#0f172a", "bordercolor": "#0f172a", "font": {"color": "#f8fafc", "size": 12}},
+        dragmode="zoom",
+        showlegend=bool(series),
+        legend={
+            "orientation": "h",
+            "x": 1,
+            "xanchor": "right",
+            "y": 1.02,
+            "yanchor": "bottom",
+            "title": {"text": "concurrency "},
+            "font": {"size": 12},
+        },
+        xaxis={
+            "showgrid": True,
+            "gridcolor": GRID,
+            "zeroline": False,
+            "tickmode": "array" if initial_ticks else "auto",
+            "tickvals": [x for x, _ in initial_ticks],
+            "ticktext": [label for _, label in initial_ticks],
+            "tickfont": {"color": MUTED},
+            "linecolor": "#cbd5e1",
+            "title": {"text": "" if by_position else "benchmarked commits, oldest → newest"},
+        },
+        yaxis={
+            "showgrid": True,
+            "gridcolor": GRID,
+            "zeroline": False,
+            "tickfont": {"color": MUTED},
+            "title": {"text": display.unit, "font": {"color": MUTED}},
+            "fixedrange": False,
+        },
+        meta={"metric": metric, "day_ticks": day_ticks, "commit_ticks": commit_ticks},
+    )
+    if not series:
+        figure.add_annotation(
+            text="No measurements for these filters",
+            showarrow=False,
+            font={"color": MUTED, "size": 14},
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+        )
+        figure.update_xaxes(visible=False)
+        figure.update_yaxes(visible=False)
+    return figure
+
+
+def sparkline_figure(*, series: TimelineSeries, commit_url: CommitUrl) -> go.Figure:
+    """A tiny line of one series, its latest point marked; hover names the commit, a click opens it."""
+    display = metric_display(metric=series.metric)
+    color = concurrency_color(concurrency=series.concurrency)
+    points = series.points
+    unit = f" {display.unit}" if display.unit else ""
+    figure = go.Figure(
+        go.Scatter(
+            x=list(range(len(points))),
+            y=[point.value for point in points],
+            customdata=[_customdata(point, commit_url) for point in points],
+            mode="lines",
+            line={"color": color, "width": 1.5, "shape": "linear"},
+            fill="tozeroy",
+            fillcolor=_translucent(color, alpha=0.08),
+            hovertemplate=(
+                f"<b>%{{customdata[1]}}</b>  %{{customdata[4]}}<br>"
+                f"<b>%{{y:{_value_format(display)}}}{unit}</b><extra></extra>"
+            ),
+        )
+    )
+    if points:
+        figure.add_trace(
+            go.Scatter(
+                x=[len(points) - 1],
+                y=[points[-1].value],
+                customdata=[_customdata(points[-1], commit_url)],
+                mode="markers",
+                marker={"color": color, "size": 6},
+                hoverinfo="skip",
+            )
+        )
+    values = [point.value for point in points] or [0.0]
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.15 or abs(high) * 0.05 or 1.0
+    figure.update_layout(
+        template="none",
+        height=64,
+        margin={"l": 2, "r": 6, "t": 6, "b": 2},
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        showlegend=False,
+        hovermode="closest",
+        hoverlabel={"bgcolor": "#0f172a", "bordercolor": "#0f172a", "font": {"color": "#f8fafc", "size": 11}},
+        font={"family": FONT, "size": 11},
+        xaxis={"visible": False, "fixedrange": True},
+        yaxis={"visible": False, "fixedrange": True, "range": [low - pad, high + pad]},
+    )
+    return figure

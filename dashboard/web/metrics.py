@@ -1,0 +1,57 @@
+"""How a metric key reads on a page: its label, unit, precision and which direction is better."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from dashboard.benchmarks.models import metric_higher_is_better
+
+_METRIC_PATTERN = re.compile(r"^(?P<base>[a-z_]+?)_(?P<unit>tok_s|req_s|ms|s)(?:_(?P<statistic>mean|p\d+))?$")
+_UNITS = {"tok_s": "tok/s", "req_s": "req/s", "ms": "ms", "s": "s"}
+# Seconds need more digits than milliseconds to show the same relative change.
+_DECIMALS = {"tok_s": 1, "req_s": 2, "ms": 1, "s": 2}
+_NAMES = {
+    "output_throughput": ("Output throughput", "Throughput"),
+    "request_throughput": ("Request throughput", "Req/s"),
+    "ttft": ("Time to first token", "TTFT"),
+    "itl": ("Inter-token latency", "ITL"),
+    "tpot": ("Time per output token", "TPOT"),
+    "latency": ("Request latency", "Latency"),
+}
+_COUNTS = {
+    "requests_successful": "Successful requests",
+    "requests_errored": "Errored requests",
+    "requests_incomplete": "Incomplete requests",
+}
+
+
+@dataclass(frozen=True)
+class MetricDisplay:
+    key: str
+    label: str
+    short_label: str
+    unit: str
+    decimals: int
+    higher_is_better: bool
+
+    def format(self, value: float) -> str:
+        return f"{value:,.{self.decimals}f}"
+
+
+def metric_display(*, metric: str) -> MetricDisplay:
+    """Presentation of a metric key such as `ttft_ms_p99`; unknown keys read as themselves."""
+    higher_is_better = metric_higher_is_better(metric)
+    if metric in _COUNTS:
+        return MetricDisplay(metric, _COUNTS[metric], _COUNTS[metric], "", 0, higher_is_better)
+    match = _METRIC_PATTERN.match(metric)
+    if match is None or match["base"] not in _NAMES:
+        return MetricDisplay(metric, metric, metric, "", 2, higher_is_better)
+    label, short_label = _NAMES[match["base"]]
+    statistic = match["statistic"]
+    if statistic == "mean":
+        label, short_label = f"{label} (mean)", f"{short_label} mean"
+    elif statistic:
+        label, short_label = f"{label} ({statistic})", f"{short_label} {statistic}"
+    unit = match["unit"]
+    return MetricDisplay(metric, label, short_label, _UNITS[unit], _DECIMALS[unit], higher_is_better)

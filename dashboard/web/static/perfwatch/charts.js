@@ -1,0 +1,178 @@
+/*
+ * Draws every Plotly figure on a page. Figures are built by the server; this file only places them.
+ *
+ *   <div data-figure-url="/api/...">           fetches the figure JSON ({data, layout})
+ *   <div data-figure-data="element-id">        reads it from a json_script block
+ *   data-figure-kind="timeline" | "sparkline"  timelines share one zoom, kept in the URL as ?x0=&x1=
+ *
+ * A point whose customdata[0] is a path ("/commits/<sha>/") opens that page when clicked.
+ * Forms marked data-autosubmit submit themselves when a choice (select, checkbox) changes.
+ */
+(function () {
+  "use strict";
+
+  var MAX_TICKS = 8;
+  var timelines = [];
+  var syncing = false;
+
+  function zoomFromUrl() {
+    var params = new URLSearchParams(window.location.search);
+    var x0 = parseFloat(params.get("x0"));
+    var x1 = parseFloat(params.get("x1"));
+    return Number.isFinite(x0) && Number.isFinite(x1) && x0 < x1 ? [x0, x1] : null;
+  }
+
+  function zoomToUrl(range) {
+    var url = new URL(window.location.href);
+    if (range) {
+      url.searchParams.set("x0", (+range[0]).toFixed(1));
+      url.searchParams.set("x1", (+range[1]).toFixed(1));
+    } else {
+      url.searchParams.delete("x0");
+      url.searchParams.delete("x1");
+    }
+    window.history.replaceState(window.history.state, "", url);
+  }
+
+  function spread(candidates, count) {
+    if (candidates.length <= count) return candidates;
+    var step = candidates.length / count;
+    var picked = [];
+    for (var i = 0; i < count; i += 1) picked.push(candidates[Math.floor(i * step)]);
+    return picked;
+  }
+
+  // Day labels while at least three days are in view, short shas when zoomed closer than that.
+  function ticksFor(meta, range) {
+    if (!meta || !meta.day_ticks) return null;
+    var inRange = function (tick) {
+      return !range || (tick[0] >= range[0] && tick[0] <= range[1]);
+    };
+    var days = meta.day_ticks.filter(inRange);
+    var ticks = days.length >= 3 ? days : meta.commit_ticks.filter(inRange);
+    ticks = spread(ticks, MAX_TICKS);
+    return {
+      "xaxis.tickmode": "array",
+      "xaxis.tickvals": ticks.map(function (t) { return t[0]; }),
+      "xaxis.ticktext": ticks.map(function (t) { return t[1]; }),
+    };
+  }
+
+  function rangeOf(event) {
+    if (event["xaxis.autorange"]) return "auto";
+    if ("xaxis.range[0]" in event) return [event["xaxis.range[0]"], event["xaxis.range[1]"]];
+    if (Array.isArray(event["xaxis.range"])) return event["xaxis.range"];
+    return null;
+  }
+
+  // Zooming one timeline zooms them all to the same commits and records the range in the URL.
+  function onTimelineRelayout(event) {
+    if (syncing) return;
+    var range = rangeOf(event);
+    if (!range) return;
+    syncing = true;
+    var updates = timelines.map(function (gd) {
+      var update = range === "auto" ? { "xaxis.autorange": true } : { "xaxis.range": range.slice() };
+      var ticks = ticksFor(gd.layout.meta, range === "auto" ? null : range);
+      if (ticks) Object.assign(update, ticks);
+      return window.Plotly.relayout(gd, update);
+    });
+    Promise.all(updates).finally(function () {
+      syncing = false;
+    });
+    zoomToUrl(range === "auto" ? null : range);
+  }
+
+  function openClickedPoint(event) {
+    var point = event && event.points && event.points[0];
+    var target = point && point.customdata && point.customdata[0];
+    if (typeof target === "string" && target.charAt(0) === "/") window.location.assign(target);
+  }
+
+  function showProblem(element, message) {
+    element.textContent = "";
+    var note = document.createElement("p");
+    note.className = "chart-problem";
+    note.textContent = message;
+    element.appendChild(note);
+    element.dataset.drawn = "failed";
+  }
+
+  function draw(element, figure) {
+    var kind = element.dataset.figureKind || "timeline";
+    var layout = figure.layout || {};
+    var config = { responsive: true, displaylogo: false };
+    if (kind === "sparkline") {
+      config.displayModeBar = false;
+    } else {
+      config.modeBarButtonsToRemove = ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"];
+      var zoom = zoomFromUrl();
+      if (zoom && layout.xaxis && layout.xaxis.visible !== false) {
+        layout.xaxis.range = zoom;
+        layout.xaxis.autorange = false;
+        var ticks = ticksFor(layout.meta, zoom);
+        if (ticks) {
+          layout.xaxis.tickvals = ticks["xaxis.tickvals"];
+          layout.xaxis.ticktext = ticks["xaxis.ticktext"];
+        }
+      }
+    }
+    element.textContent = "";
+    return window.Plotly.newPlot(element, figure.data || [], layout, config).then(function (gd) {
+      gd.on("plotly_click", openClickedPoint);
+      if (kind === "timeline") {
+        timelines.push(gd);
+        gd.on("plotly_relayout", onTimelineRelayout);
+      }
+      element.dataset.drawn = "true";
+    });
+  }
+
+  function load(element) {
+    if (element.dataset.figureData) {
+      var block = document.getElementById(element.dataset.figureData);
+      if (!block) return Promise.resolve(showProblem(element, "Chart data is missing."));
+      return draw(element, JSON.parse(block.textContent));
+    }
+    return fetch(element.dataset.figureUrl, { headers: { Accept: "application/json" } })
+      .then(function (response) {
+        return response.json().then(function (body) {
+          if (!response.ok) throw new Error(body.error || response.statusText);
+          return body;
+        });
+      })
+      .then(function (figure) {
+        return draw(element, figure);
+      })
+      .catch(function (error) {
+        showProblem(element, "Could not load this chart: " + error.message);
+      });
+  }
+
+  // Dates are typed digit by digit and would submit half-written years: they wait for the button.
+  function autosubmit(form) {
+    form.addEventListener("change", function (event) {
+      if (event.target && event.target.type === "date") return;
+      if (form.requestSubmit) form.requestSubmit();
+      else form.submit();
+    });
+  }
+
+  function start() {
+    document.querySelectorAll("form[data-autosubmit]").forEach(autosubmit);
+    var elements = document.querySelectorAll("[data-figure-url], [data-figure-data]");
+    if (!elements.length) return;
+    if (!window.Plotly) {
+      elements.forEach(function (element) {
+        showProblem(element, "plotly.js did not load.");
+      });
+      return;
+    }
+    Promise.all(Array.prototype.map.call(elements, load)).then(function () {
+      document.body.dataset.chartsDrawn = "true";
+    });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,161 @@
+"""Shape selector results into the rows and cells the templates print; no queries here."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.io
+
+from dashboard.benchmarks.models import HEADLINE_METRICS
+from dashboard.benchmarks.selectors import MeasurementRow, SuiteOverview, TimelineSeries
+from dashboard.web.figures import CommitUrl, sparkline_figure
+from dashboard.web.metrics import MetricDisplay, metric_display
+
+HEADLINE_DISPLAYS: tuple[MetricDisplay, ...] = tuple(metric_display(metric=m) for m in HEADLINE_METRICS)
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class LevelRow:
+    concurrency: int
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class MeasurementBlock:
+    """One suite on one hardware class at one commit: headline metrics per level, and every metric."""
+
+    suite: str
+    hardware: str
+    headline_rows: tuple[LevelRow, ...]
+    concurrencies: tuple[int, ...]
+    all_metric_rows: tuple[tuple[MetricDisplay, tuple[Cell, ...]], ...]
+
+
+def _cell(display: MetricDisplay, samples: Sequence[float] | None) -> Cell:
+    if not samples:
+        return Cell("–")
+    mean = sum(samples) / len(samples)
+    if len(samples) == 1:
+        return Cell(display.format(mean))
+    spread = ", ".join(display.format(value) for value in samples)
+    return Cell(f"{display.format(mean)}*", title=f"mean of {len(samples)} runs: {spread}")
+
+
+def _metric_order(metric: str) -> tuple[int, str]:
+    return (HEADLINE_METRICS.index(metric) if metric in HEADLINE_METRICS else len(HEADLINE_METRICS), metric)
+
+
+def commit_measurement_blocks(*, rows: Sequence[MeasurementRow]) -> list[MeasurementBlock]:
+    """Group a commit's measurements by suite and hardware; repeated runs are averaged and marked."""
+    grouped: dict[tuple[str, str], dict[tuple[int, str], list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for row in rows:
+        grouped[(row.suite, row.hardware)][(row.concurrency, row.metric)].append(row.value)
+    blocks = []
+    for (suite, hardware), values in grouped.items():
+        concurrencies = tuple(sorted({concurrency for concurrency, _ in values}))
+        metrics = sorted({metric for _, metric in values}, key=_metric_order)
+        blocks.append(
+            MeasurementBlock(
+                suite=suite,
+                hardware=hardware,
+                concurrencies=concurrencies,
+                headline_rows=tuple(
+                    LevelRow(
+                        concurrency=concurrency,
+                        cells=tuple(
+                            _cell(display, values.get((concurrency, display.key)))
+                            for display in HEADLINE_DISPLAYS
+                        ),
+                    )
+                    for concurrency in concurrencies
+                ),
+                all_metric_rows=tuple(
+                    (
+                        metric_display(metric=metric),
+                        tuple(
+                            _cell(metric_display(metric=metric), values.get((concurrency, metric)))
+                            for concurrency in concurrencies
+                        ),
+                    )
+                    for metric in metrics
+                ),
+            )
+        )
+    return blocks
+
+
+@dataclass(frozen=True)
+class Sparkline:
+    element_id: str
+    figure: dict[str, Any]
+    latest_text: str
+    caption: str
+    change_text: str
+    change_is_good: bool | None
+
+
+@dataclass(frozen=True)
+class OverviewCard:
+    overview: SuiteOverview
+    rows: tuple[LevelRow, ...]
+    sparkline: Sparkline | None
+
+
+def _sparkline(series: TimelineSeries | None, commit_url: CommitUrl, element_id: str) -> Sparkline | None:
+    if series is None or len(series.points) < 2:
+        return None
+    display = metric_display(metric=series.metric)
+    first, last = series.points[0].value, series.points[-1].value
+    change = (last - first) / first * 100 if first else 0.0
+    return Sparkline(
+        element_id=element_id,
+        latest_text=f"{display.format(last)} {display.unit}".strip(),
+        # A plain dict (via plotly's own encoder) so json_script can embed it in the page.
+        figure=json.loads(plotly.io.to_json(sparkline_figure(series=series, commit_url=commit_url))),
+        caption=f"{display.short_label.split(' ')[0]} at c={series.concurrency}, "
+        f"last {len(series.points)} benchmarked commits",
+        change_text=f"{change:+.1f} %",
+        change_is_good=None if abs(change) < 0.05 else (change > 0) == display.higher_is_better,
+    )
+
+
+def _latest_cell(overview: SuiteOverview, display: MetricDisplay, concurrency: int) -> Cell:
+    value = overview.latest_values.get((display.key, concurrency))
+    return _cell(display, None if value is None else [value])
+
+
+def overview_cards(
+    *,
+    overviews: Sequence[SuiteOverview],
+    sparklines: dict[tuple[int, str], TimelineSeries],
+    commit_url: CommitUrl,
+) -> list[OverviewCard]:
+    cards = []
+    for index, overview in enumerate(overviews, start=1):
+        levels = sorted({concurrency for _, concurrency in overview.latest_values})
+        rows = tuple(
+            LevelRow(
+                concurrency=concurrency,
+                cells=tuple(_latest_cell(overview, display, concurrency) for display in HEADLINE_DISPLAYS),
+            )
+            for concurrency in levels
+        )
+        series = sparklines.get((overview.suite.pk, overview.hardware_class))
+        cards.append(
+            OverviewCard(
+                overview=overview, rows=rows, sparkline=_sparkline(series, commit_url, f"sparkline-{index}")
+            )
+        )
+    return cards

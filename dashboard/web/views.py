@@ -1,0 +1,145 @@
+"""Pages: parse the request, call selectors, shape with dashboard.web.tables, render."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from dashboard.benchmarks import selectors
+from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
+from dashboard.benchmarks.selectors import HardwareFacet
+from dashboard.web.figures import CommitUrl, concurrency_color
+from dashboard.web.filters import FilterInvalid, TimelineFilters, timeline_filters_parse
+from dashboard.web.metrics import metric_display
+from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, overview_cards
+
+QUICK_RANGES_DAYS = (7, 30, 90)
+
+
+def commit_url_builder() -> CommitUrl:
+    """sha -> commit page path, reversing the route once rather than once per chart point."""
+    placeholder = "0" * 40
+    pattern = reverse("web:commit", args=[placeholder])
+    return lambda sha: pattern.replace(placeholder, sha)
+
+
+@require_GET
+def overview(request: HttpRequest) -> HttpResponse:
+    cards = overview_cards(
+        overviews=selectors.suites_overview(),
+        sparklines=selectors.suites_sparklines(),
+        commit_url=commit_url_builder(),
+    )
+    return render(
+        request,
+        "web/overview.html",
+        {
+            "cards": cards,
+            "headline": HEADLINE_DISPLAYS,
+            "recent_commits": selectors.commits_recently_benchmarked(limit=15),
+        },
+    )
+
+
+@require_GET
+def suites(request: HttpRequest) -> HttpResponse:
+    by_suite: dict[int, list[selectors.SuiteOverview]] = {}
+    for item in selectors.suites_overview():
+        by_suite.setdefault(item.suite.pk, []).append(item)
+    rows = [(suite, by_suite.get(suite.pk, [])) for suite in selectors.suites_list()]
+    return render(request, "web/suites.html", {"rows": rows})
+
+
+def _timeline_context(
+    suite: Suite, facet: HardwareFacet | None, filters: TimelineFilters
+) -> dict[str, object]:
+    """Chart figure URLs, the concurrency chips and the quick date ranges, all carrying the other filters."""
+    figure_query = filters.query_string()
+    quick_ranges = []
+    if facet and facet.last_commit_at:
+        last_day = facet.last_commit_at.date()
+        for days in QUICK_RANGES_DAYS:
+            first_day = last_day - timedelta(days=days - 1)
+            query = replace(filters, date_from=first_day, date_to=last_day).query_string()
+            active = (filters.date_from, filters.date_to) == (first_day, last_day)
+            quick_ranges.append((f"{days} days", f"?{query}", active))
+        all_time = replace(filters, date_from=None, date_to=None)
+        quick_ranges.append(
+            ("All", f"?{all_time.query_string()}", not (filters.date_from or filters.date_to))
+        )
+    levels = facet.concurrencies if facet else ()
+    return {
+        "filters": filters,
+        "facet": facet,
+        "quick_ranges": quick_ranges,
+        "levels": [
+            (
+                level,
+                concurrency_color(concurrency=level),
+                not filters.concurrencies or level in filters.concurrencies,
+            )
+            for level in levels
+        ],
+        "charts": [
+            {
+                "display": metric_display(metric=metric),
+                "figure_url": f"{reverse('web:suite-figure', args=[suite.name, metric])}?{figure_query}",
+            }
+            for metric in HEADLINE_METRICS
+        ],
+    }
+
+
+@require_GET
+def suite_timeline(request: HttpRequest, suite: str) -> HttpResponse:
+    suite_row = get_object_or_404(Suite, name=suite)
+    facets = selectors.suite_facets(suite=suite_row)
+    hardware_classes = [facet.hardware_class for facet in facets]
+    default_hardware = (
+        suite_row.hardware_class
+        if suite_row.hardware_class in hardware_classes or not hardware_classes
+        else hardware_classes[0]
+    )
+    status, filter_error = 200, ""
+    try:
+        filters = timeline_filters_parse(query=request.GET, default_hardware=default_hardware)
+    except FilterInvalid as error:
+        filters, status, filter_error = TimelineFilters(hardware_class=default_hardware), 400, str(error)
+    facet = next((f for f in facets if f.hardware_class == filters.hardware_class), None)
+    context = {
+        "suite": suite_row,
+        "facets": facets,
+        "filter_error": filter_error,
+        **_timeline_context(suite_row, facet, filters),
+    }
+    return render(request, "web/timeline.html", context, status=status)
+
+
+@require_GET
+def commit_detail(request: HttpRequest, sha: str) -> HttpResponse:
+    commit = selectors.commit_get(sha=sha)
+    if commit is None:
+        return render(
+            request,
+            "404.html",
+            {"exception": f"No commit {sha!r} is known here: it has not been synced or benchmarked."},
+            status=404,
+        )
+    older, newer = selectors.commit_neighbours(commit=commit)
+    return render(
+        request,
+        "web/commit.html",
+        {
+            "commit": commit,
+            "blocks": commit_measurement_blocks(rows=selectors.commit_measurements(commit=commit)),
+            "headline": HEADLINE_DISPLAYS,
+            "runs": selectors.commit_runs(commit=commit),
+            "older": older,
+            "newer": newer,
+        },
+    )

@@ -1,0 +1,146 @@
+"""The pages in a real Chromium (Debian's, driven by Playwright) against the live test server."""
+
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.core.management import call_command
+from django.db import connections
+from playwright.sync_api import ConsoleMessage, Page, sync_playwright
+
+from dashboard.benchmarks.models import HEADLINE_METRICS
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshot-timeline.png"
+POINTS_PER_TRACE = """
+() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .filter(gd => gd.dataset.figureKind === 'timeline')
+  .map(gd => gd.data.map(trace => trace.x.length))
+"""
+
+
+class BrowserPage:
+    def __init__(self, page: Page, base_url: str) -> None:
+        self.page = page
+        self.base_url = base_url
+        self.console_errors: list[str] = []
+        page.on("console", self._console)
+        page.on("pageerror", lambda error: self.console_errors.append(str(error)))
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.console_errors.append(message.text)
+
+    def open(self, path: str) -> None:
+        response = self.page.goto(self.base_url + path)
+        assert response is not None and response.ok, path
+        self.page.wait_for_function("document.body.dataset.chartsDrawn === 'true'", timeout=30_000)
+
+
+@pytest.fixture
+def browser(live_server, monkeypatch) -> Iterator[BrowserPage]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium")
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still
+    # plain synchronous code, which Django would otherwise refuse next to a loop.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = chromium.new_page(viewport={"width": 1440, "height": 900})
+        page.set_default_timeout(30_000)
+        try:
+            yield BrowserPage(page, live_server.url)
+        finally:
+            # Connections opened by the test body while Playwright's loop ran belong to that loop's
+            # context: close them here, or the test database cannot be dropped at the end.
+            connections.close_all()
+            chromium.close()
+
+
+def test_timeline_draws_every_chart_and_a_click_opens_the_commit(browser, build_history) -> None:
+    commits = build_history(commits=12, concurrencies=(1, 4, 16))
+
+    browser.open("/suites/kimi-k3-8k1k/")
+
+    assert browser.page.evaluate(POINTS_PER_TRACE) == [[12, 12, 12]] * len(HEADLINE_METRICS)
+    # Click the newest point of the first chart where Plotly draws it.
+    point = browser.page.evaluate(
+        """() => {
+          const gd = document.querySelector('.js-plotly-plot');
+          const trace = gd._fullData[2], i = trace.x.length - 1, size = gd._fullLayout._size;
+          const box = gd.getBoundingClientRect();
+          return {x: box.left + size.l + gd._fullLayout.xaxis.l2p(trace.x[i]),
+                  y: box.top + size.t + gd._fullLayout.yaxis.l2p(trace.y[i])};
+        }"""
+    )
+    browser.page.mouse.move(point["x"], point["y"])
+    with browser.page.expect_navigation():
+        browser.page.mouse.click(point["x"], point["y"])
+
+    assert browser.page.url == f"{browser.base_url}/commits/{commits[-1].sha}/"
+    assert browser.page.locator("h1").inner_text() == commits[-1].subject
+    assert browser.console_errors == []
+
+
+def test_zoom_is_shared_by_all_charts_and_kept_in_the_url(browser, build_history) -> None:
+    commits = build_history(commits=30, concurrencies=(1, 16))
+    low, high = commits[10].position, commits[20].position
+    browser.open("/suites/kimi-k3-8k1k/?concurrency=16")
+
+    browser.page.evaluate(
+        "([low, high]) => Plotly.relayout(document.querySelector('.js-plotly-plot'), "
+        "{'xaxis.range': [low, high]})",
+        [low, high],
+    )
+    browser.page.wait_for_url(lambda url: "x0=" in url)
+
+    query = parse_qs(urlsplit(browser.page.url).query)
+    assert (query["x0"], query["x1"], query["concurrency"]) == ([f"{low}.0"], [f"{high}.0"], ["16"])
+    ranges_js = (
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd.layout.xaxis.range)"
+    )
+    assert browser.page.evaluate(ranges_js) == [[low, high]] * len(HEADLINE_METRICS)
+
+    browser.page.reload()
+    browser.page.wait_for_function("document.body.dataset.chartsDrawn === 'true'")
+    assert browser.page.evaluate(ranges_js) == [[low, high]] * len(HEADLINE_METRICS)
+    assert browser.page.evaluate(POINTS_PER_TRACE) == [[30]] * len(HEADLINE_METRICS)
+    assert browser.console_errors == []
+
+
+def test_overview_draws_a_sparkline_per_suite(browser, build_history) -> None:
+    build_history(commits=8)
+    browser.open("/")
+    sparklines = browser.page.evaluate(
+        "() => Array.from(document.querySelectorAll('[data-figure-kind=sparkline].js-plotly-plot'))"
+        ".map(gd => gd.data[0].x.length)"
+    )
+    assert sparklines == [8]
+    assert browser.console_errors == []
+
+
+def test_demo_timeline_screenshot(browser, settings) -> None:
+    settings.PERFWATCH_DEMO = True
+    call_command("load_demo")
+
+    browser.open("/suites/kimi-k3-8k1k/")
+
+    assert "Demo data" in browser.page.locator(".demo-banner").text_content()
+    counts = browser.page.evaluate(POINTS_PER_TRACE)
+    assert len(counts) == len(HEADLINE_METRICS) and all(len(traces) == 3 for traces in counts)
+    assert all(200 < n < 360 for traces in counts for n in traces)  # a few hundred commits, some gaps
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    browser.page.screenshot(path=str(SCREENSHOT), full_page=True)
+    assert browser.console_errors == []

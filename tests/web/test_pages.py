@@ -1,0 +1,214 @@
+"""The pages and the figure endpoint, rendered with factory data against the real database."""
+
+from typing import cast
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Run, RunStatus
+from tests.factories import CommitFactory, RunFactory, RunnerFactory, SuiteFactory, run_with_values
+
+pytestmark = pytest.mark.django_db
+
+
+def _figure(client: Client, path: str) -> dict:
+    response = client.get(path)
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/json"
+    return response.json()
+
+
+def test_timeline_page_has_one_chart_per_headline_metric_with_its_figure_url(client, build_history) -> None:
+    build_history(commits=4)
+    response = client.get("/suites/kimi-k3-8k1k/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    for metric in HEADLINE_METRICS:
+        assert f'data-figure-url="/api/suites/kimi-k3-8k1k/figures/{metric}/?hardware=b300"' in html
+    assert html.count('data-figure-kind="timeline"') == len(HEADLINE_METRICS)
+    assert "↑ higher is better" in html and "↓ lower is better" in html
+    assert "/static/plotly/plotly.min.js" in html
+    assert "<script>" not in html  # no inline scripts: charts.js draws everything
+
+
+def test_timeline_filters_travel_to_every_figure_url(client, build_history) -> None:
+    build_history(commits=4)
+    html = client.get(
+        "/suites/kimi-k3-8k1k/?from=2026-08-01&to=2026-08-02&concurrency=16&concurrency=1"
+    ).content
+    assert (
+        b"/api/suites/kimi-k3-8k1k/figures/ttft_ms_mean/"
+        b"?hardware=b300&amp;from=2026-08-01&amp;to=2026-08-02&amp;concurrency=1&amp;concurrency=16"
+    ) in html
+
+
+def test_timeline_with_a_bad_date_says_why_and_is_a_400(client, build_history) -> None:
+    build_history(commits=2)
+    response = client.get("/suites/kimi-k3-8k1k/?from=yesterday")
+    assert response.status_code == 400
+    assert "&#x27;from&#x27; must be a date as YYYY-MM-DD" in response.content.decode()
+
+
+def test_unknown_suite_is_404(client) -> None:
+    assert client.get("/suites/no-such-suite/").status_code == 404
+    response = client.get("/api/suites/no-such-suite/figures/ttft_ms_mean/")
+    assert response.status_code == 404
+    assert response.json() == {"error": "unknown suite 'no-such-suite'"}
+
+
+def test_figure_has_one_trace_per_concurrency_with_a_point_per_benchmarked_commit(
+    client, build_history
+) -> None:
+    commits = build_history(commits=12, unbenchmarked=(5, 6))
+    figure = _figure(client, "/api/suites/kimi-k3-8k1k/figures/output_throughput_tok_s/?hardware=b300")
+
+    assert [trace["name"] for trace in figure["data"]] == ["c=1", "c=4", "c=16"]
+    benchmarked = [c for i, c in enumerate(commits) if i not in (5, 6)]
+    for trace in figure["data"]:
+        # x is the position on main, so the two unbenchmarked commits leave a gap.
+        assert trace["x"] == [commit.position for commit in benchmarked]
+        assert [row[0] for row in trace["customdata"]] == [f"/commits/{c.sha}/" for c in benchmarked]
+        assert "tok/s" in trace["hovertemplate"]
+    assert figure["layout"]["meta"]["metric"] == "output_throughput_tok_s"
+
+
+def test_figure_hover_names_sha_subject_pr_and_date(client, build_history) -> None:
+    commit = build_history(commits=1, concurrencies=(4,))[0]
+    figure = _figure(client, "/api/suites/kimi-k3-8k1k/figures/ttft_ms_mean/")
+    (trace,) = figure["data"]
+    assert trace["customdata"][0] == [
+        f"/commits/{commit.sha}/",
+        commit.sha[:8],
+        commit.subject,
+        f"PR #{commit.pr_number}",
+        commit.committed_at.strftime("%Y-%m-%d %H:%M UTC"),
+        "",
+    ]
+    assert " ms</b> at concurrency 4" in trace["hovertemplate"]
+
+
+def test_figure_filters_by_date_and_concurrency(client, build_history) -> None:
+    build_history(commits=48)
+    figure = _figure(
+        client, "/api/suites/kimi-k3-8k1k/figures/latency_s_mean/?from=2026-08-02&to=2026-08-02&concurrency=4"
+    )
+    (trace,) = figure["data"]
+    assert trace["name"] == "c=4"
+    assert len(trace["x"]) == 24
+
+
+def test_figure_without_points_says_so(client, build_history) -> None:
+    build_history(commits=2)
+    figure = _figure(client, "/api/suites/kimi-k3-8k1k/figures/itl_ms_mean/?from=2030-01-01")
+    assert figure["data"] == []
+    assert figure["layout"]["annotations"][0]["text"] == "No measurements for these filters"
+
+
+def test_figure_rejects_a_bad_filter_with_a_json_reason(client, build_history) -> None:
+    build_history(commits=1)
+    response = client.get("/api/suites/kimi-k3-8k1k/figures/itl_ms_mean/?concurrency=many")
+    assert response.status_code == 400
+    assert response.json() == {"error": "'concurrency' must be a whole number, not 'many'"}
+
+
+def test_commit_page_shows_measurements_runs_and_github_links(client, build_history) -> None:
+    commits = build_history(commits=3)
+    commit = commits[1]
+    failed = cast(
+        Run,
+        RunFactory(
+            commit=commit,
+            suite=SuiteFactory(),
+            status=RunStatus.FAILED,
+            failure_reason="vllm serve exited with code 1 before /health answered",
+            runner=RunnerFactory(),
+        ),
+    )
+
+    response = client.get(f"/commits/{commit.sha}/")
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert commit.subject in html
+    assert f'href="https://github.com/vllm-project/vllm/commit/{commit.sha}"' in html
+    assert f'href="https://github.com/vllm-project/vllm/pull/{commit.pr_number}"' in html
+    assert "vllm serve exited with code 1 before /health answered" in html
+    assert f"#{failed.pk}" in html
+    blocks = response.context["blocks"]
+    assert [row.concurrency for row in blocks[0].headline_rows] == [1, 4, 16]
+    assert [len(row.cells) for row in blocks[0].headline_rows] == [len(HEADLINE_METRICS)] * 3
+    assert f'href="/commits/{commits[0].sha}/"' in html and f'href="/commits/{commits[2].sha}/"' in html
+
+
+def test_commit_page_averages_repeated_runs_and_says_so(client) -> None:
+    commit = cast(Commit, CommitFactory())
+    run_with_values(commit=commit, values={(1, "output_throughput_tok_s"): 100.0})
+    run_with_values(commit=commit, values={(1, "output_throughput_tok_s"): 110.0})
+    html = client.get(f"/commits/{commit.sha[:10]}/").content.decode()
+    assert 'title="mean of 2 runs: 100.0, 110.0">105.0*</td>' in html
+
+
+def test_unknown_commit_is_a_404_page(client) -> None:
+    response = client.get("/commits/deadbeefdeadbeef/")
+    assert response.status_code == 404
+    assert "No commit &#x27;deadbeefdeadbeef&#x27; is known here" in response.content.decode()
+
+
+def test_overview_lists_each_suite_and_hardware_with_latest_values_and_a_sparkline(
+    client, build_history
+) -> None:
+    commits = build_history(commits=6)
+    build_history(commits=3, suite=SuiteFactory(name="kimi-k3-dcp-120k", hardware_class="h200"))
+
+    response = client.get("/")
+
+    assert response.status_code == 200
+    cards = response.context["cards"]
+    assert [(c.overview.suite.name, c.overview.hardware_class) for c in cards] == [
+        ("kimi-k3-8k1k", "b300"),
+        ("kimi-k3-dcp-120k", "h200"),
+    ]
+    first = cards[0]
+    assert first.overview.latest_commit == commits[-1]
+    assert first.sparkline is not None
+    (line, latest) = first.sparkline.figure["data"]
+    assert len(line["x"]) == 6 and latest["x"] == [5]
+    html = response.content.decode()
+    assert 'href="/suites/kimi-k3-8k1k/?hardware=b300"' in html
+    assert f'id="{first.sparkline.element_id}" type="application/json"' in html
+    assert f'href="/commits/{commits[-1].sha}/"' in html
+
+
+def test_overview_query_count_does_not_grow_with_suites_or_commits(
+    client, build_history, django_assert_num_queries
+) -> None:
+    build_history(commits=3)
+    with django_assert_num_queries(7):
+        assert client.get("/").status_code == 200
+
+    build_history(commits=20, suite=SuiteFactory(name="kimi-k3-dcp-120k", hardware_class="h200"))
+    build_history(commits=10, suite=SuiteFactory(name="llama-70b-chat", hardware_class="h100"))
+    with django_assert_num_queries(7):
+        response = client.get("/")
+    assert len(response.context["cards"]) == 3
+    assert len(response.context["recent_commits"]) == 15
+
+
+def test_suites_page_query_count_is_fixed(client, build_history, django_assert_num_queries) -> None:
+    build_history(commits=2)
+    SuiteFactory(name="not-run-yet")
+    with CaptureQueriesContext(connection) as few:
+        client.get("/suites/")
+    build_history(commits=5, suite=SuiteFactory(name="another", hardware_class="h200"))
+    with django_assert_num_queries(len(few)):
+        html = client.get("/suites/").content.decode()
+    assert "no results yet" in html and 'href="/suites/another/?hardware=h200"' in html
+
+
+def test_demo_banner_shows_only_in_demo_mode(client, settings) -> None:
+    settings.PERFWATCH_DEMO = False
+    assert "Demo data" not in client.get("/").content.decode()
+    settings.PERFWATCH_DEMO = True
+    assert "Demo data" in client.get("/").content.decode()
