@@ -144,3 +144,17 @@ def test_kind_follows_the_direction_that_is_better(change_pct, higher_is_better,
     change = ChangePoint(index=3, before=100.0, after=100.0 + change_pct, change_pct=change_pct, p_value=1e-9)
 
     assert change_point_kind(change=change, higher_is_better=higher_is_better) == kind
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_appending_points_leaves_earlier_change_points_where_they_were(seed):
+    # Intervals spread evenly over the whole series moved these change points by a commit as points came.
+    values = noisy(levels=[(100.0, 120), (94.0, 90), (99.0, 290)], noise=0.02, seed=seed)
+    first = [change.index for change in change_points_detect(values=values[:250])]
+
+    later = [
+        [change.index for change in change_points_detect(values=values[:end])] for end in range(251, 500, 3)
+    ]
+
+    assert len(first) == 2
+    assert all(indices == first for indices in later)
