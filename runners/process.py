@@ -1,7 +1,9 @@
 """Subprocesses in their own process group, with a timeout, a log file, and a teardown that kills all.
 
 vLLM and guidellm both leave worker processes behind when only their parent is signalled, so every
-long-lived command here gets its own session and is always ended as a whole group.
+long-lived command here gets its own session and is always ended as a whole group. A group in its own
+session also outlives the process that started it, so each one is led by a small guard that kills the
+group when its starter dies, even by SIGKILL: a crashed runner never leaves a server holding the GPUs.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -20,6 +23,26 @@ from runners.errors import Cancelled, CommandFailed
 TERM_GRACE_S = 10.0
 LOG_TAIL_LINES = 40
 CANCEL_POLL_S = 0.5
+
+# The group's leader: runs the command in the same group and waits for it; its stdin is a pipe whose
+# other end only the starter holds, so end-of-file means the starter is gone and the group must go too.
+# It ignores SIGTERM (after starting the command) so that a polite stop reaches the command and the
+# leader reports the command's own exit status.
+_GUARD = """\
+import os, signal, subprocess, sys, threading
+child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+def starter_watch():
+    while os.read(0, 4096):
+        pass
+    os.killpg(0, signal.SIGKILL)
+threading.Thread(target=starter_watch, daemon=True).start()
+status = child.wait()
+if status < 0:
+    signal.signal(-status, signal.SIG_DFL)
+    os.kill(os.getpid(), -status)
+os._exit(status)
+"""
 
 
 def log_tail(*, path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -43,14 +66,16 @@ def process_start(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start `argv` in a new session (its own process group), stdout and stderr appended to `log_path`."""
+    """Start `argv` in a new session (its own process group, led by the guard), stdout and stderr
+    appended to `log_path`. The returned process is the guard; its exit status is the command's."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         log.write(f"$ {' '.join(argv)}\n".encode())
         log.flush()
         return subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
+            # -I: the guard ignores PYTHON* variables meant for the command's own interpreter.
+            [sys.executable, "-I", "-c", _GUARD, *argv],
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=None if env is None else dict(env),
@@ -91,6 +116,8 @@ def process_group_terminate(*, process: subprocess.Popen[bytes], grace_s: float 
     deadline = time.monotonic() + grace_s
     while _group_alive(pgid=pgid) and time.monotonic() < deadline:
         time.sleep(0.05)
+    if process.stdin is not None:
+        process.stdin.close()
 
 
 def command_run(

@@ -1,8 +1,12 @@
 """Subprocess groups: whatever a command spawned is gone after a stop, a timeout or a cancel."""
 
+import os
+import signal
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +15,7 @@ from runners.process import command_run, log_tail, process_group_terminate, proc
 from tests.runners.conftest import RUNNER_FIXTURES, pids_read, processes_gone
 
 TREE = str(RUNNER_FIXTURES / "stubborn_process_tree.py")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_teardown_kills_grandchildren_that_ignore_sigterm(tmp_path):
@@ -82,3 +87,26 @@ def test_log_starts_with_the_command_that_wrote_it(tmp_path):
     command_run(argv=("echo", "hello"), log_path=tmp_path / "e.log", timeout_s=30)
 
     assert (tmp_path / "e.log").read_text() == "$ echo hello\nhello\n"
+
+
+def test_group_dies_with_its_starter_even_when_the_starter_is_killed_hard(tmp_path):
+    pids_file = tmp_path / "pids"
+    starter_script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from runners.process import process_start\n"
+        f"process_start(argv=(sys.executable, {TREE!r}, {str(pids_file)!r}),\n"
+        f"              log_path=Path({str(tmp_path / 't.log')!r}))\n"
+        "time.sleep(3600)\n"
+    )
+    starter = subprocess.Popen([sys.executable, "-c", starter_script], cwd=ROOT)
+    try:
+        pids = pids_read(pids_file, count=3)
+        assert not processes_gone(pids, within_s=0.5)
+
+        os.kill(starter.pid, signal.SIGKILL)
+
+        assert processes_gone(pids, within_s=3.0)
+    finally:
+        starter.kill()
+        starter.wait(timeout=10)
