@@ -1,0 +1,114 @@
+"""The guidellm client: build its `guidellm run` command from a suite, run it as a group, parse its report.
+
+guidellm's exit status is not health (all requests failing with HTTP 500 still exits 0 and writes a
+report), so the report is always parsed and validated; a non-zero exit or a missing report is a failure
+with the log's tail.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from runners.errors import CommandFailed, RunFailed
+from runners.guidellm_report import GuidellmReport, ReportInvalid, report_parse
+from runners.process import command_run, log_tail
+from runners.server import failure_line
+from runners.suites import BenchmarkSpec
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    raw_report: bytes
+    report: GuidellmReport
+    report_path: Path
+    log_path: Path
+
+
+def guidellm_argv(
+    *,
+    guidellm: Path,
+    benchmark: BenchmarkSpec,
+    target: str,
+    model: str,
+    tokenizer: str,
+    labels: Mapping[str, str],
+    output_path: Path,
+) -> tuple[str, ...]:
+    """`guidellm run` (0.8.x syntax: every option a `kind=...,key=value` string) for one suite.
+
+    Each concurrency level is capped by max_duration: synthetic data never runs out on its own.
+    """
+    streams = ",".join(str(level) for level in benchmark.concurrencies)
+    label_args: list[str] = []
+    for key, value in labels.items():
+        label_args += ["--label", f"{key}={value}"]
+    return (
+        str(guidellm),
+        "run",
+        "--backend",
+        f"kind=openai_http,target={target},model={model},request_format={benchmark.request_format}",
+        "--profile",
+        "kind=concurrent",
+        "--override",
+        "profile.streams",
+        streams,
+        "--constraint",
+        f"kind=max_duration,seconds={benchmark.max_seconds:g}",
+        "--data",
+        f"kind=synthetic_text,prompt_tokens={benchmark.data.prompt_tokens},"
+        f"output_tokens={benchmark.data.output_tokens}",
+        # A local tokenizer: without one guidellm asks the model hub, and fails a minute later.
+        "--tokenizer",
+        f"kind=huggingface_auto,model={tokenizer}",
+        "--seed",
+        f"kind=static,value={benchmark.seed}",
+        *label_args,
+        "--output",
+        f"kind=json,path={output_path}",
+        "--disable-console-interactive",
+    )
+
+
+def benchmark_run(
+    *,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    report_path: Path,
+    log_path: Path,
+    timeout_s: float,
+    expected_concurrencies: Sequence[int],
+    max_error_rate: float,
+    cancel: threading.Event | None = None,
+) -> BenchmarkResult:
+    """Run guidellm in its own process group (killed as a group on timeout) and validate its report.
+
+    Raises RunFailed(stage="benchmarking") with a one-line reason and the log's tail.
+    """
+    report_path.unlink(missing_ok=True)
+    try:
+        command_run(argv=argv, log_path=log_path, timeout_s=timeout_s, env=env, cancel=cancel)
+    except CommandFailed as exc:
+        what = (
+            f"timed out after {timeout_s:.0f} s" if exc.timed_out else f"exited with status {exc.returncode}"
+        )
+        raise RunFailed(
+            stage="benchmarking",
+            reason=f"guidellm {what}: {failure_line(tail=exc.log_tail)}",
+            log_tail=exc.log_tail,
+        ) from exc
+    if not report_path.is_file():
+        tail = log_tail(path=log_path)
+        raise RunFailed(stage="benchmarking", reason="guidellm wrote no report", log_tail=tail)
+    raw = report_path.read_bytes()
+    try:
+        report = report_parse(
+            raw=raw, expected_concurrencies=expected_concurrencies, max_error_rate=max_error_rate
+        )
+    except ReportInvalid as exc:
+        raise RunFailed(
+            stage="benchmarking", reason=f"invalid report: {exc.reason}", log_tail=log_tail(path=log_path)
+        ) from exc
+    return BenchmarkResult(raw_report=raw, report=report, report_path=report_path, log_path=log_path)

