@@ -256,7 +256,7 @@ def _main_order_key(point: TimelinePoint, commit_id: int) -> tuple[bool, int, fl
 
 
 def suites_sparklines(
-    *, metric: str = "output_throughput_tok_s", last: int = 60
+    *, metric: str = "output_throughput_tok_s", last: int = 300
 ) -> dict[tuple[int, str], TimelineSeries]:
     """Per (suite id, hardware class): `metric` at its highest concurrency over the last `last` benchmarked
     commits, oldest first, repeats averaged. Two queries whatever the number of suites."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -30,10 +31,29 @@ PALETTE: tuple[str, ...] = (
 FONT = "Inter, ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 GRID = "#e9edf3"
 MUTED = "#64748b"
+HOVER_LABEL = {"bgcolor": "#0f172a", "bordercolor": "#0f172a", "font": {"color": "#f8fafc", "size": 12}}
 MAX_TICKS = 8
 SUBJECT_CHARS = 90
 
 CommitUrl = Callable[[str], str]
+
+
+def chart_layout(*, unit: str, height: int) -> dict[str, Any]:
+    """The house style of a PerfWatch chart (fonts, grid, hover label, y title in `unit`); a figure
+    builder passes it to `update_layout` and adds its own legend, ticks and shapes."""
+    axis = {"showgrid": True, "gridcolor": GRID, "zeroline": False, "tickfont": {"color": MUTED}}
+    return {
+        "template": "none",
+        "height": height,
+        "margin": {"l": 64, "r": 16, "t": 12, "b": 36},
+        "font": {"family": FONT, "size": 12, "color": "#1e293b"},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "#ffffff",
+        "hovermode": "closest",
+        "hoverlabel": HOVER_LABEL,
+        "xaxis": {**axis, "linecolor": "#cbd5e1"},
+        "yaxis": {**axis, "title": {"text": unit, "font": {"color": MUTED}}},
+    }
 
 
 def concurrency_color(*, concurrency: int) -> str:
@@ -146,45 +166,26 @@ def timeline_figure(*, metric: str, series: Sequence[TimelineSeries], commit_url
     day_ticks, commit_ticks = _tick_candidates(series, x_of)
     initial_ticks = _spread(day_ticks, MAX_TICKS) if len(day_ticks) >= 3 else _spread(commit_ticks, MAX_TICKS)
     figure.update_layout(
-        template="none",
-        height=300,
-        margin={"l": 64, "r": 16, "t": 12, "b": 36},
-        font={"family": FONT, "size": 12, "color": "#1e293b"},
-        paper_bgcolor="rgba(0,0,0,0)",
-        plot_bgcolor="#ffffff",
-        hovermode="closest",
-        hoverlabel={"bgcolor": "#0f172a", "bordercolor": "#0f172a", "font": {"color": "#f8fafc", "size": 12}},
+        chart_layout(unit=display.unit, height=300),
         dragmode="zoom",
         showlegend=bool(series),
         legend={
             "orientation": "h",
-            "x": 1,
-            "xanchor": "right",
+            # Left, so that Plotly's mode bar (top right) never covers it.
+            "x": 0,
+            "xanchor": "left",
             "y": 1.02,
             "yanchor": "bottom",
             "title": {"text": "concurrency "},
             "font": {"size": 12},
         },
-        xaxis={
-            "showgrid": True,
-            "gridcolor": GRID,
-            "zeroline": False,
-            "tickmode": "array" if initial_ticks else "auto",
-            "tickvals": [x for x, _ in initial_ticks],
-            "ticktext": [label for _, label in initial_ticks],
-            "tickfont": {"color": MUTED},
-            "linecolor": "#cbd5e1",
-            "title": {"text": "" if by_position else "benchmarked commits, oldest → newest"},
-        },
-        yaxis={
-            "showgrid": True,
-            "gridcolor": GRID,
-            "zeroline": False,
-            "tickfont": {"color": MUTED},
-            "title": {"text": display.unit, "font": {"color": MUTED}},
-            "fixedrange": False,
-        },
         meta={"metric": metric, "day_ticks": day_ticks, "commit_ticks": commit_ticks},
+    )
+    figure.update_xaxes(
+        tickmode="array" if initial_ticks else "auto",
+        tickvals=[x for x, _ in initial_ticks],
+        ticktext=[label for _, label in initial_ticks],
+        title_text="" if by_position else "benchmarked commits, oldest → newest",
     )
     if not series:
         figure.add_annotation(
@@ -238,13 +239,13 @@ def sparkline_figure(*, series: TimelineSeries, commit_url: CommitUrl) -> go.Fig
     pad = (high - low) * 0.15 or abs(high) * 0.05 or 1.0
     figure.update_layout(
         template="none",
-        height=64,
+        height=72,
         margin={"l": 2, "r": 6, "t": 6, "b": 2},
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
         showlegend=False,
         hovermode="closest",
-        hoverlabel={"bgcolor": "#0f172a", "bordercolor": "#0f172a", "font": {"color": "#f8fafc", "size": 11}},
+        hoverlabel={**HOVER_LABEL, "font": {"color": "#f8fafc", "size": 11}},
         font={"family": FONT, "size": 11},
         xaxis={"visible": False, "fixedrange": True},
         yaxis={"visible": False, "fixedrange": True, "range": [low - pad, high + pad]},

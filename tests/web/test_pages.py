@@ -51,6 +51,15 @@ def test_timeline_with_a_bad_date_says_why_and_is_a_400(client, build_history) -
     assert "&#x27;from&#x27; must be a date as YYYY-MM-DD" in response.content.decode()
 
 
+def test_timeline_of_a_suite_without_results_renders_empty_charts(client) -> None:
+    SuiteFactory(name="not-run-yet")
+    response = client.get("/suites/not-run-yet/")
+    assert response.status_code == 200
+    assert response.context["facet"] is None
+    figure = client.get("/api/suites/not-run-yet/figures/ttft_ms_mean/").json()
+    assert figure["data"] == []
+
+
 def test_unknown_suite_is_404(client) -> None:
     assert client.get("/suites/no-such-suite/").status_code == 404
     response = client.get("/api/suites/no-such-suite/figures/ttft_ms_mean/")
