@@ -117,6 +117,17 @@ def test_zoom_is_shared_by_all_charts_and_kept_in_the_url(browser, build_history
     browser.page.wait_for_function("document.body.dataset.chartsDrawn === 'true'")
     assert browser.page.evaluate(ranges_js) == [[low, high]] * len(HEADLINE_METRICS)
     assert browser.page.evaluate(POINTS_PER_TRACE) == [[30]] * len(HEADLINE_METRICS)
+
+    # Zooming out (what a double-click does) drops the range from the URL and from every chart.
+    browser.page.evaluate(
+        "() => Plotly.relayout(document.querySelectorAll('.js-plotly-plot')[3], {'xaxis.autorange': true})"
+    )
+    browser.page.wait_for_url(lambda url: "x0=" not in url)
+    assert parse_qs(urlsplit(browser.page.url).query) == {"concurrency": ["16"]}
+    autoranged = (
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd.layout.xaxis.autorange)"
+    )
+    assert browser.page.evaluate(autoranged) == [True] * len(HEADLINE_METRICS)
     assert browser.console_errors == []
 
 
