@@ -1,0 +1,335 @@
+"""One benchmark run on this node: install vLLM, serve it, benchmark it with guidellm, collect the evidence.
+
+This is what the runner's Celery task calls. It knows nothing of the database: it reports its stages
+and heartbeats through callbacks, returns a `BenchmarkOutcome`, or raises `RunFailed` with a one-line
+reason. Whatever happens, nothing it started is left running.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runners.benchmark import benchmark_run, guidellm_argv
+from runners.envs import cache_dir_resolve
+from runners.errors import Cancelled, CommandFailed, InstallRefused, RunFailed, RunnerError, ServerFailed
+from runners.fingerprint import environment_fingerprint
+from runners.guidellm_report import GuidellmReport
+from runners.install import InstalledEnv, WheelIndexUnreachable, guidellm_env_ensure, vllm_env_ensure
+from runners.metrics import MetricsSnapshot, MetricsUnreadable
+from runners.process import log_tail
+from runners.server import failure_line, free_port_pick, server_running, vllm_serve_argv
+from runners.suites import SuiteSpec
+from runners.telemetry import TelemetrySample, TelemetrySampler
+from runners.tiny_model import tiny_model_ensure
+
+STAGE_INSTALLING = "installing"
+STAGE_STARTING_SERVER = "starting_server"
+STAGE_BENCHMARKING = "benchmarking"
+HEARTBEAT_INTERVAL_S = 30.0
+TELEMETRY_INTERVAL_S = 2.0
+TINY_MODEL_DIR_NAME = "tiny-llama-v1"
+# Never phone home from a benchmark node, whatever the suite says.
+SERVER_BASE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+# The tokenizer is local and the server is on this node: no hub, no proxy.
+CLIENT_BASE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "NO_PROXY": "127.0.0.1,localhost",
+    "no_proxy": "127.0.0.1,localhost",
+}
+
+
+@dataclass(frozen=True)
+class BenchmarkOutcome:
+    """Everything a successful run produced; paths point into the run's work_dir."""
+
+    raw_report: bytes
+    report: GuidellmReport
+    fingerprint: Mapping[str, Any]
+    telemetry: tuple[TelemetrySample, ...]
+    metrics_before: Mapping[str, float]
+    metrics_after: Mapping[str, float]
+    vllm_version: str
+    stage_durations_s: Mapping[str, float]
+    log_paths: Mapping[str, Path]
+    commands: Mapping[str, tuple[str, ...]]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def metrics_delta(self) -> dict[str, float]:
+        """What the server's counters grew by during the benchmark."""
+        return MetricsSnapshot(values=self.metrics_after).counters_since(
+            before=MetricsSnapshot(values=self.metrics_before)
+        )
+
+
+class _Heartbeat:
+    """Calls `heartbeat` every interval in a daemon thread; if it raises, the run is cancelled and the
+    exception is raised again by the run once everything is torn down."""
+
+    def __init__(self, *, heartbeat: Callable[[], None], interval_s: float, cancel: threading.Event):
+        self._heartbeat = heartbeat
+        self._interval_s = interval_s
+        self._cancel = cancel
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="run-heartbeat", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self._heartbeat()
+            except BaseException as exc:  # handed to the run's thread, never lost
+                self.error = exc
+                self._cancel.set()
+                return
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+
+class _Stages:
+    """Tracks the current stage, its start, and each finished stage's duration; a cancelled run goes
+    no further than the stage it is in."""
+
+    def __init__(self, *, on_stage: Callable[[str], None], cancel: threading.Event):
+        self._on_stage = on_stage
+        self._cancel = cancel
+        self.current = ""
+        self._started = 0.0
+        self.durations_s: dict[str, float] = {}
+
+    def enter(self, stage: str) -> None:
+        if self._cancel.is_set():
+            raise Cancelled(f"the run was cancelled before {stage}")
+        self.close()
+        self.current = stage
+        self._started = time.monotonic()
+        self._on_stage(stage)
+
+    def close(self) -> None:
+        if self.current and self.current not in self.durations_s:
+            self.durations_s[self.current] = round(time.monotonic() - self._started, 3)
+
+
+def _shell_line(*, argv: tuple[str, ...], env: Mapping[str, str]) -> str:
+    assignments = [f"{key}={shlex.quote(value)}" for key, value in sorted(env.items())]
+    return " ".join([*assignments, *(shlex.quote(part) for part in argv)])
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
+@contextmanager
+def _failures_as_run_failed(stages: _Stages) -> Iterator[None]:
+    """Turn the domain exceptions of the steps into RunFailed at the stage where they happened."""
+    try:
+        yield
+    except RunFailed:
+        raise
+    except CommandFailed as exc:
+        what = "timed out" if exc.timed_out else f"exited with status {exc.returncode}"
+        reason = f"{Path(exc.argv[0]).name} {what}: {failure_line(tail=exc.log_tail)}"
+        raise RunFailed(stage=stages.current, reason=_one_line(reason), log_tail=exc.log_tail) from exc
+    except ServerFailed as exc:
+        raise RunFailed(stage=stages.current, reason=_one_line(exc.reason), log_tail=exc.log_tail) from exc
+    except (InstallRefused, WheelIndexUnreachable, Cancelled, RunnerError) as exc:
+        raise RunFailed(stage=stages.current, reason=_one_line(str(exc))) from exc
+    except OSError as exc:
+        raise RunFailed(stage=stages.current, reason=_one_line(f"{type(exc).__name__}: {exc}")) from exc
+
+
+def _model_prepare(
+    *, suite: SuiteSpec, client: InstalledEnv, cache_dir: Path, log_path: Path
+) -> tuple[str, tuple[str, ...], str, tuple[str, ...]]:
+    """(model to serve, extra serve args, tokenizer for guidellm, commands that made the model)."""
+    if suite.serve.local_model is None:
+        return suite.serve.model, (), suite.benchmark.tokenizer or suite.serve.model, ()
+    directory = cache_dir / "models" / TINY_MODEL_DIR_NAME
+    python = client.executable(name="python")
+    tiny_model_ensure(python=python, directory=directory, log_path=log_path)
+    command = f"PYTHONPATH=. {shlex.quote(str(python))} -m runners.tiny_model {shlex.quote(str(directory))}"
+    tokenizer = suite.benchmark.tokenizer or str(directory)
+    return str(directory), ("--served-model-name", suite.serve.model), tokenizer, (command,)
+
+
+def _metrics_scrape(
+    *, scrape: Callable[[], MetricsSnapshot], when: str, warnings: list[str]
+) -> dict[str, float]:
+    # The numbers of the run are guidellm's; a /metrics page that fails to load is noted, not fatal.
+    try:
+        return dict(scrape().values)
+    except (MetricsUnreadable, OSError) as exc:
+        warnings.append(f"/metrics {when} the benchmark could not be read: {exc}")
+        return {}
+
+
+def benchmark_execute(
+    *,
+    suite: SuiteSpec,
+    commit_sha: str,
+    runner_name: str,
+    work_dir: Path,
+    on_stage: Callable[[str], None],
+    heartbeat: Callable[[], None],
+    version: str | None = None,
+    wheel_commit_sha: str | None = None,
+    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
+    cache_dir: Path | None = None,
+) -> BenchmarkOutcome:
+    """Install vLLM at `commit_sha` (or the release `version`), serve it, benchmark it with the suite.
+
+    Stages "installing", "starting_server", "benchmarking" are announced through `on_stage`; `heartbeat`
+    is called every `heartbeat_interval_s` from another thread while the run works (if it raises, the
+    run is stopped and that exception is raised once everything is torn down). Logs and the report are
+    written under `work_dir`. Raises RunFailed(stage, reason, log_tail) on any failure.
+    """
+    work_dir.mkdir(parents=True, exist_ok=True)
+    cache = cache_dir or cache_dir_resolve()
+    log_paths = {
+        "install": work_dir / "install.log",
+        "server": work_dir / "server.log",
+        "benchmark": work_dir / "guidellm.log",
+    }
+    report_path = work_dir / "guidellm-report.json"
+    cancel = threading.Event()
+    stages = _Stages(on_stage=on_stage, cancel=cancel)
+    warnings: list[str] = []
+    commands: dict[str, tuple[str, ...]] = {}
+
+    with _Heartbeat(heartbeat=heartbeat, interval_s=heartbeat_interval_s, cancel=cancel) as beat:
+        try:
+            with _failures_as_run_failed(stages):
+                stages.enter(STAGE_INSTALLING)
+                server_env = vllm_env_ensure(
+                    install=suite.install,
+                    commit_sha=commit_sha,
+                    cache_dir=cache,
+                    log_path=log_paths["install"],
+                    timeout_s=suite.timeouts.install_s,
+                    version=version,
+                    wheel_commit_sha=wheel_commit_sha,
+                    cancel=cancel,
+                )
+                client_env = guidellm_env_ensure(
+                    cache_dir=cache,
+                    log_path=log_paths["install"],
+                    timeout_s=suite.timeouts.install_s,
+                    cancel=cancel,
+                )
+                model, model_args, tokenizer, model_commands = _model_prepare(
+                    suite=suite, client=client_env, cache_dir=cache, log_path=log_paths["install"]
+                )
+                commands["install_vllm"] = server_env.commands
+                commands["install_guidellm"] = client_env.commands
+                commands["model"] = model_commands
+
+                stages.enter(STAGE_STARTING_SERVER)
+                port = free_port_pick()
+                serve_argv = vllm_serve_argv(
+                    vllm=server_env.executable(name="vllm"),
+                    model=model,
+                    args=(*suite.serve.args, *model_args),
+                    port=port,
+                )
+                serve_env = {**SERVER_BASE_ENV, **suite.serve.env}
+                commands["serve"] = (_shell_line(argv=serve_argv, env=serve_env),)
+                with server_running(
+                    argv=serve_argv,
+                    env={**os.environ, **serve_env},
+                    port=port,
+                    log_path=log_paths["server"],
+                    start_timeout_s=suite.timeouts.server_start_s,
+                    cancel=cancel,
+                ) as server:
+                    fingerprint = environment_fingerprint(
+                        vllm_python=server_env.executable(name="python"),
+                        guidellm_python=client_env.executable(name="python"),
+                        vllm_server_version=server.version,
+                    )
+                    fingerprint = {
+                        **fingerprint,
+                        "runner": runner_name,
+                        "hardware_class": suite.hardware_class,
+                        "vllm_commit": commit_sha,
+                        "server_startup_s": round(server.startup_s, 3),
+                    }
+                    metrics_before = _metrics_scrape(scrape=server.metrics, when="before", warnings=warnings)
+
+                    stages.enter(STAGE_BENCHMARKING)
+                    labels = {
+                        "vllm_commit": commit_sha,
+                        "suite": suite.name,
+                        "runner": runner_name,
+                        "hardware_class": suite.hardware_class,
+                        "vllm_version": server.version,
+                    }
+                    bench_argv = guidellm_argv(
+                        guidellm=client_env.executable(name="guidellm"),
+                        benchmark=suite.benchmark,
+                        target=server.base_url,
+                        model=suite.serve.model,
+                        tokenizer=tokenizer,
+                        labels=labels,
+                        output_path=report_path,
+                    )
+                    commands["benchmark"] = (_shell_line(argv=bench_argv, env={}),)
+                    with TelemetrySampler(interval_s=TELEMETRY_INTERVAL_S) as telemetry:
+                        try:
+                            result = benchmark_run(
+                                argv=bench_argv,
+                                env={**os.environ, **CLIENT_BASE_ENV},
+                                report_path=report_path,
+                                log_path=log_paths["benchmark"],
+                                timeout_s=suite.timeouts.benchmark_s,
+                                expected_concurrencies=suite.benchmark.concurrencies,
+                                max_error_rate=suite.max_error_rate,
+                                cancel=cancel,
+                            )
+                        except RunFailed as exc:
+                            status = server.exit_status()
+                            if status is None:
+                                raise
+                            # The client only saw refused connections; the server's log says why.
+                            tail = failure_line(tail=log_tail(path=server.log_path))
+                            raise RunFailed(
+                                stage=STAGE_BENCHMARKING,
+                                reason=_one_line(
+                                    f"vllm serve died during the benchmark (status {status}): {tail}"
+                                ),
+                                log_tail=log_tail(path=server.log_path),
+                            ) from exc
+                    metrics_after = _metrics_scrape(scrape=server.metrics, when="after", warnings=warnings)
+                stages.close()
+        except RunFailed:
+            if beat.error is not None:
+                raise beat.error from None
+            raise
+    if beat.error is not None:
+        raise beat.error
+    return BenchmarkOutcome(
+        raw_report=result.raw_report,
+        report=result.report,
+        fingerprint=fingerprint,
+        telemetry=telemetry.samples,
+        metrics_before=metrics_before,
+        metrics_after=metrics_after,
+        vllm_version=server.version,
+        stage_durations_s=dict(stages.durations_s),
+        log_paths=log_paths,
+        commands=commands,
+        warnings=tuple(warnings),
+    )

