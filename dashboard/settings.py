@@ -111,3 +111,17 @@ PERFWATCH_RUNNER_HARDWARE_CLASS = env.str("PERFWATCH_RUNNER_HARDWARE_CLASS", def
 PERFWATCH_RUN_LEASE_S = env.int("PERFWATCH_RUN_LEASE_S", default=180)
 PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)
 PERFWATCH_WORK_DIR = env.str("PERFWATCH_WORK_DIR", default=str(BASE_DIR / "var" / "runs"))
+
+# GitHub: main's history from a bare mirror (or the REST API), tracking issues, and the webhook.
+PERFWATCH_COMMIT_SOURCE = env.str("PERFWATCH_COMMIT_SOURCE", default="mirror")
+PERFWATCH_GIT_REMOTE = env.str("PERFWATCH_GIT_REMOTE", default="https://github.com/vllm-project/vllm.git")
+PERFWATCH_GIT_MIRROR_DIR = env.str(
+    "PERFWATCH_GIT_MIRROR_DIR", default=str(BASE_DIR / "var" / "mirror" / "vllm.git")
+)
+PERFWATCH_GIT_FETCH_TIMEOUT_S = env.int("PERFWATCH_GIT_FETCH_TIMEOUT_S", default=600)
+PERFWATCH_COMMIT_SYNC_INITIAL_LIMIT = env.int("PERFWATCH_COMMIT_SYNC_INITIAL_LIMIT", default=3000)
+PERFWATCH_COMMIT_SYNC_INITIAL_DAYS = env.int("PERFWATCH_COMMIT_SYNC_INITIAL_DAYS", default=14)
+GITHUB_TOKEN = env.str("GITHUB_TOKEN", default="")
+GITHUB_API_URL = env.str("GITHUB_API_URL", default="https://api.github.com")
+PERFWATCH_GITHUB_TIMEOUT_S = env.float("PERFWATCH_GITHUB_TIMEOUT_S", default=10.0)
+GITHUB_WEBHOOK_SECRET = env.str("GITHUB_WEBHOOK_SECRET", default="")

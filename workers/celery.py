@@ -23,3 +23,8 @@ app.conf.beat_schedule = {
     "requeue-expired-runs": {"task": "perfwatch.runs_requeue_expired", "schedule": 60.0},
     "schedule-new-commits": {"task": "perfwatch.runs_schedule", "schedule": 300.0},
 }
+app.conf.beat_schedule |= {
+    # Webhooks make both prompt; the schedule catches what a missed delivery would lose.
+    "sync-commits": {"task": "perfwatch.github_commits_sync", "schedule": 600.0},
+    "sync-tracking-issues": {"task": "perfwatch.github_tracking_issues_sync", "schedule": 900.0},
+}

@@ -59,3 +59,64 @@ def runs_schedule() -> list[int]:
     from dashboard.benchmarks.lifecycle import runs_schedule_all
 
     return [run.pk for run in runs_schedule_all()]
+
+
+@shared_task(
+    name="perfwatch.github_commits_sync",
+    acks_late=True,
+    ignore_result=True,
+    # A first fetch of the mirror may take the whole fetch timeout; storing follows it.
+    soft_time_limit=900,
+    time_limit=960,
+    autoretry_for=(ConnectionError,),
+    retry_backoff=True,
+    max_retries=3,
+)
+def github_commits_sync() -> int:
+    """Sync main's history (mirror or REST, as configured); return how many commits were new."""
+    from dashboard.github.services import commits_sync
+
+    return commits_sync().commits_new
+
+
+@shared_task(
+    name="perfwatch.github_tracking_issues_sync",
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=300,
+    time_limit=330,
+)
+def github_tracking_issues_sync() -> list[int]:
+    """Re-read every active tracking issue; failures are recorded on each issue's page."""
+    from dashboard.github.services import github_client, tracking_issues_sync
+
+    return [outcome.tracking_issue_id for outcome in tracking_issues_sync(client=github_client())]
+
+
+@shared_task(
+    name="perfwatch.github_tracking_issue_sync",
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=120,
+    time_limit=150,
+)
+def github_tracking_issue_sync(tracking_issue_id: int) -> int:
+    """Re-read one tracking issue (a webhook said it changed); return how many PRs it lists."""
+    from dashboard.github.services import github_client, tracking_issue_sync
+
+    return tracking_issue_sync(tracking_issue_id=tracking_issue_id, client=github_client()).pulls
+
+
+@shared_task(
+    name="perfwatch.github_pull_request_record",
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def github_pull_request_record(repo: str, pull: dict[str, object]) -> int | None:
+    """Store a listed PR's state from a pull_request webhook (its REST-shaped `pull_request` object)."""
+    from dashboard.github.services import pull_info_from_payload, pull_request_record
+
+    recorded = pull_request_record(repo=repo, info=pull_info_from_payload(pull=pull))
+    return recorded.pk if recorded else None

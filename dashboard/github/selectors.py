@@ -1,0 +1,630 @@
+"""Reads: timeline markers, what each PR of a tracking issue changed, and two commits side by side."""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from django.db.models import Prefetch
+
+from dashboard.benchmarks.compare import CompareRow, change_pct, compare_rows
+from dashboard.benchmarks.models import (
+    HEADLINE_METRICS,
+    Commit,
+    Measurement,
+    Repository,
+    Run,
+    RunStatus,
+    Suite,
+    metric_higher_is_better,
+)
+from dashboard.benchmarks.selectors import commit_get
+from dashboard.benchmarks.services import repository_default
+from dashboard.github.models import (
+    CommitRevert,
+    CommitSyncState,
+    PullRequest,
+    PullRequestState,
+    Tag,
+    TrackingIssue,
+    TrackingIssueItem,
+)
+
+# Commits of this class cannot change serving performance, so they do not make a PR's range ambiguous.
+_INERT_CHANGE_CLASS = "docs_tests_ci"
+OTHER_PULLS_LISTED = 8
+
+
+# --- Timeline markers -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A vertical marker on a timeline, drawn on ``drawn_at_sha``: the first benchmarked commit that
+    contains ``commit_sha`` (the PR's merge commit or the tagged commit; ``exact`` if they are one)."""
+
+    kind: Literal["pr", "tag"]
+    drawn_at_sha: str
+    commit_sha: str
+    label: str
+    title: str
+    author: str
+    url: str
+    pr_number: int | None
+    tracking: str
+    exact: bool
+
+
+def _benchmarked_positions(
+    *, suite: Suite, hardware_class: str, commit_order: Sequence[str] | None
+) -> list[tuple[int, str]]:
+    commits = Commit.objects.filter(position__isnull=False)
+    if commit_order is None:
+        commits = commits.filter(
+            runs__suite=suite, runs__hardware_class=hardware_class, runs__status=RunStatus.SUCCEEDED
+        ).distinct()
+    else:
+        commits = commits.filter(sha__in=list(commit_order))
+    return sorted(
+        (position, sha) for sha, position in commits.values_list("sha", "position") if position is not None
+    )
+
+
+def _first_containing(benchmarked: list[tuple[int, str]], position: int) -> str | None:
+    index = bisect.bisect_left(benchmarked, (position, ""))
+    return benchmarked[index][1] if index < len(benchmarked) else None
+
+
+def timeline_markers(
+    *,
+    suite: Suite,
+    hardware_class: str,
+    commit_order: Sequence[str] | None = None,
+    tracking: Collection[str] | None = None,
+) -> list[Marker]:
+    """PR markers of the active tracking issues (only those labelled in ``tracking``, when given) and
+    release-tag markers, for the commits drawn on a timeline.
+
+    ``commit_order`` holds the shas drawn (any order); None means every benchmarked commit of ``suite``
+    on ``hardware_class``. Merges before the first drawn commit or after the last are not drawn. Three
+    queries.
+    """
+    benchmarked = _benchmarked_positions(
+        suite=suite, hardware_class=hardware_class, commit_order=commit_order
+    )
+    if not benchmarked:
+        return []
+    first, last = benchmarked[0][0], benchmarked[-1][0]
+    markers: list[Marker] = []
+    items = (
+        TrackingIssueItem.objects.filter(
+            tracking_issue__is_active=True,
+            pull_request__merge_commit__position__gte=first,
+            pull_request__merge_commit__position__lte=last,
+        )
+        .select_related("tracking_issue__repository", "pull_request__merge_commit")
+        .order_by("tracking_issue_id", "order")
+    )
+    for item in items:
+        issue, pull = item.tracking_issue, item.pull_request
+        if tracking is not None and issue.label not in tracking:
+            continue
+        merge = pull.merge_commit
+        assert merge is not None and merge.position is not None  # filtered above
+        drawn_at = _first_containing(benchmarked, merge.position)
+        if drawn_at is None:
+            continue
+        markers.append(
+            Marker(
+                kind="pr",
+                drawn_at_sha=drawn_at,
+                commit_sha=merge.sha,
+                label=f"#{pull.number}",
+                title=pull.title,
+                author=pull.author,
+                url=pull.url,
+                pr_number=pull.number,
+                tracking=issue.label,
+                exact=drawn_at == merge.sha,
+            )
+        )
+    tags = Tag.objects.filter(commit__position__gte=first, commit__position__lte=last).select_related(
+        "commit", "repository"
+    )
+    for tag in tags:
+        if not tag.is_release or tag.commit is None or tag.commit.position is None:
+            continue
+        drawn_at = _first_containing(benchmarked, tag.commit.position)
+        if drawn_at is None:
+            continue
+        markers.append(
+            Marker(
+                kind="tag",
+                drawn_at_sha=drawn_at,
+                commit_sha=tag.commit.sha,
+                label=tag.name,
+                title=f"release {tag.name}",
+                author="",
+                url=tag.html_url,
+                pr_number=None,
+                tracking="",
+                exact=drawn_at == tag.commit.sha,
+            )
+        )
+    return markers
+
+
+def tracking_issues_active() -> list[TrackingIssue]:
+    return list(
+        TrackingIssue.objects.active()
+        .select_related("repository")
+        .order_by("repository__full_name", "number")
+    )
+
+
+# --- What each PR changed -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommitRef:
+    sha: str
+    position: int
+
+    @property
+    def short_sha(self) -> str:
+        return self.sha[:8]
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    metric: str
+    before: float
+    after: float
+    change_pct: float | None
+    # change_pct with its sign turned so that positive is an improvement, whatever the metric's direction.
+    improvement_pct: float | None
+
+
+@dataclass(frozen=True)
+class LevelImpact:
+    concurrency: int
+    changes: tuple[MetricChange | None, ...]  # one per HEADLINE_METRICS entry
+
+    def change(self, metric: str) -> MetricChange | None:
+        return self.changes[HEADLINE_METRICS.index(metric)] if metric in HEADLINE_METRICS else None
+
+
+@dataclass(frozen=True)
+class PullImpact:
+    """A PR's change on one suite and hardware class: last benchmarked commit before its merge against
+    the first one containing it. ``other_commits`` counts the other commits in that range that may have
+    changed performance too; any makes the figures ambiguous."""
+
+    suite: str
+    hardware_class: str
+    before: CommitRef
+    after: CommitRef
+    other_commits: int
+    other_pull_numbers: tuple[int, ...]
+    levels: tuple[LevelImpact, ...]
+
+    @property
+    def ambiguous(self) -> bool:
+        return self.other_commits > 0
+
+    def change(self, *, concurrency: int, metric: str) -> MetricChange | None:
+        level = next((level for level in self.levels if level.concurrency == concurrency), None)
+        return level.change(metric) if level else None
+
+
+def metric_change(*, metric: str, before: float, after: float) -> MetricChange:
+    change = change_pct(base=before, head=after)
+    improvement = None if change is None else (change if metric_higher_is_better(metric) else -change)
+    return MetricChange(
+        metric=metric, before=before, after=after, change_pct=change, improvement_pct=improvement
+    )
+
+
+def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact, ...]]:
+    """Per PR id (or number for unsaved PRs): its impact on every suite and hardware class benchmarked on
+    both sides of its merge. PRs without a placed merge commit get nothing. Four queries in all."""
+    placed = [
+        pull for pull in pulls if pull.merge_commit is not None and pull.merge_commit.position is not None
+    ]
+    if not placed:
+        return {}
+    repository_ids = {pull.repository_id for pull in placed}
+    benchmarked: dict[tuple[str, str], list[tuple[int, int, str]]] = defaultdict(list)
+    for suite, hardware_class, commit_id, position, sha in (
+        Run.objects.succeeded()
+        .filter(commit__repository_id__in=repository_ids, commit__position__isnull=False)
+        .values_list("suite__name", "hardware_class", "commit_id", "commit__position", "commit__sha")
+        .distinct()
+    ):
+        if position is not None:
+            benchmarked[(suite, hardware_class)].append((position, commit_id, sha))
+    for commits in benchmarked.values():
+        commits.sort()
+
+    # (pull key, suite, hardware) -> (before, after) as (position, commit id, sha)
+    ranges: dict[tuple[int, str, str], tuple[tuple[int, int, str], tuple[int, int, str]]] = {}
+    for pull in placed:
+        merge_position = pull.merge_commit.position  # type: ignore[union-attr]
+        for (suite, hardware_class), commits in benchmarked.items():
+            index = bisect.bisect_left(commits, (merge_position, -1, ""))
+            if 0 < index < len(commits):
+                ranges[(_pull_key(pull), suite, hardware_class)] = (commits[index - 1], commits[index])
+    if not ranges:
+        return {}
+
+    commit_ids = {commit[1] for pair in ranges.values() for commit in pair}
+    values: dict[tuple[int, str, str], dict[tuple[int, str], list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for commit_id, suite, hardware_class, concurrency, metric, value in Measurement.objects.filter(
+        commit_id__in=commit_ids, run__status=RunStatus.SUCCEEDED, series__metric__in=HEADLINE_METRICS
+    ).values_list(
+        "commit_id",
+        "series__suite__name",
+        "series__hardware_class",
+        "series__concurrency",
+        "series__metric",
+        "value",
+    ):
+        values[(commit_id, suite, hardware_class)][(concurrency, metric)].append(value)
+
+    low = min(before[0] for before, _ in ranges.values())
+    high = max(after[0] for _, after in ranges.values())
+    others: list[tuple[int, int | None, int]] = sorted(
+        (
+            (position, pr_number, commit_id)
+            for position, pr_number, commit_id in Commit.objects.filter(
+                repository_id__in=repository_ids, position__gt=low, position__lte=high
+            )
+            .exclude(change_class=_INERT_CHANGE_CLASS)
+            .values_list("position", "pr_number", "id")
+            if position is not None
+        ),
+        key=lambda entry: entry[0],
+    )
+    other_positions = [position for position, _, _ in others]
+
+    impacts: dict[int, list[PullImpact]] = defaultdict(list)
+    for pull in placed:
+        for (suite, hardware_class), _ in sorted(benchmarked.items()):
+            pair = ranges.get((_pull_key(pull), suite, hardware_class))
+            if pair is None:
+                continue
+            before, after = pair
+            in_range = others[
+                bisect.bisect_right(other_positions, before[0]) : bisect.bisect_right(
+                    other_positions, after[0]
+                )
+            ]
+            other = [entry for entry in in_range if entry[2] != pull.merge_commit_id]
+            levels = _level_impacts(
+                before=values.get((before[1], suite, hardware_class), {}),
+                after=values.get((after[1], suite, hardware_class), {}),
+            )
+            if not levels:
+                continue
+            impacts[_pull_key(pull)].append(
+                PullImpact(
+                    suite=suite,
+                    hardware_class=hardware_class,
+                    before=CommitRef(sha=before[2], position=before[0]),
+                    after=CommitRef(sha=after[2], position=after[0]),
+                    other_commits=len(other),
+                    other_pull_numbers=tuple(
+                        number for _, number, _ in other[:OTHER_PULLS_LISTED] if number is not None
+                    ),
+                    levels=levels,
+                )
+            )
+    return {key: tuple(found) for key, found in impacts.items()}
+
+
+def _pull_key(pull: PullRequest) -> int:
+    return pull.pk if pull.pk is not None else -pull.number
+
+
+def _mean(samples: Iterable[float]) -> float:
+    samples = list(samples)
+    return sum(samples) / len(samples)
+
+
+def _level_impacts(
+    *, before: dict[tuple[int, str], list[float]], after: dict[tuple[int, str], list[float]]
+) -> tuple[LevelImpact, ...]:
+    levels = sorted({concurrency for concurrency, _ in before.keys() & after.keys()})
+    return tuple(
+        LevelImpact(
+            concurrency=concurrency,
+            changes=tuple(
+                metric_change(
+                    metric=metric,
+                    before=_mean(before[(concurrency, metric)]),
+                    after=_mean(after[(concurrency, metric)]),
+                )
+                if (concurrency, metric) in before and (concurrency, metric) in after
+                else None
+                for metric in HEADLINE_METRICS
+            ),
+        )
+        for concurrency in levels
+    )
+
+
+@dataclass(frozen=True)
+class TrackedPull:
+    order: int
+    checked: bool | None
+    pull: PullRequest
+    is_external: bool  # in another repository: listed, never a commit of this main
+    reverted_by: Commit | None
+    impacts: tuple[PullImpact, ...]
+
+    def improvement(self, *, suite: str, hardware_class: str, concurrency: int, metric: str) -> float | None:
+        impact = next(
+            (i for i in self.impacts if (i.suite, i.hardware_class) == (suite, hardware_class)), None
+        )
+        change = impact.change(concurrency=concurrency, metric=metric) if impact else None
+        return change.improvement_pct if change else None
+
+
+@dataclass(frozen=True)
+class TrackingIssueDetail:
+    issue: TrackingIssue
+    pulls: tuple[TrackedPull, ...]
+    # (suite, hardware class, concurrency levels) that at least one PR has figures for.
+    scopes: tuple[tuple[str, str, tuple[int, ...]], ...]
+
+
+def _reverts_of(
+    *, repository_ids: Collection[int], numbers: Collection[int]
+) -> dict[tuple[int, int], Commit]:
+    reverts: dict[tuple[int, int], Commit] = {}
+    for revert in (
+        CommitRevert.objects.filter(commit__repository_id__in=repository_ids, reverted_pr_number__in=numbers)
+        .select_related("commit__repository")
+        .order_by("commit__position")
+    ):
+        reverts.setdefault((revert.commit.repository_id, revert.reverted_pr_number), revert.commit)
+    return reverts
+
+
+def _scopes(pulls: Iterable[TrackedPull]) -> tuple[tuple[str, str, tuple[int, ...]], ...]:
+    levels: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for tracked in pulls:
+        for impact in tracked.impacts:
+            levels[(impact.suite, impact.hardware_class)].update(level.concurrency for level in impact.levels)
+    return tuple(
+        (suite, hardware, tuple(sorted(found))) for (suite, hardware), found in sorted(levels.items())
+    )
+
+
+def tracking_issue_get(*, repo: str, number: int) -> TrackingIssue | None:
+    return (
+        TrackingIssue.objects.select_related("repository")
+        .filter(repository__full_name__iexact=repo, number=number)
+        .first()
+    )
+
+
+def tracking_issue_detail(*, issue: TrackingIssue) -> TrackingIssueDetail:
+    """The issue's PRs in the order the body lists them, each with its merge commit, revert and impact.
+    A fixed number of queries whatever the number of PRs."""
+    items = list(
+        issue.items.select_related(
+            "pull_request__repository", "pull_request__merge_commit__repository"
+        ).order_by("order")
+    )
+    pulls = [item.pull_request for item in items]
+    impacts = pull_impacts(pulls=pulls)
+    reverts = _reverts_of(
+        repository_ids={issue.repository_id},
+        numbers=[p.number for p in pulls if p.repository_id == issue.repository_id],
+    )
+    tracked = tuple(
+        TrackedPull(
+            order=item.order,
+            checked=item.checked,
+            pull=item.pull_request,
+            is_external=item.pull_request.repository_id != issue.repository_id,
+            reverted_by=reverts.get((item.pull_request.repository_id, item.pull_request.number)),
+            impacts=impacts.get(_pull_key(item.pull_request), ()),
+        )
+        for item in items
+    )
+    return TrackingIssueDetail(issue=issue, pulls=tracked, scopes=_scopes(tracked))
+
+
+def tracked_pulls_sort(
+    *, pulls: Sequence[TrackedPull], suite: str, hardware_class: str, concurrency: int, metric: str
+) -> list[TrackedPull]:
+    """Biggest improvement of ``metric`` at ``concurrency`` first, regressions last, PRs without figures
+    after them in issue order."""
+
+    def key(tracked: TrackedPull) -> tuple[bool, float, int]:
+        improvement = tracked.improvement(
+            suite=suite, hardware_class=hardware_class, concurrency=concurrency, metric=metric
+        )
+        return (improvement is None, -(improvement or 0.0), tracked.order)
+
+    return sorted(pulls, key=key)
+
+
+def tracking_issues_list() -> list[tuple[TrackingIssue, int, int]]:
+    """Every configured tracking issue with how many PRs it lists and how many are on main. Two queries."""
+    issues = list(
+        TrackingIssue.objects.select_related("repository")
+        .prefetch_related(
+            Prefetch("items", queryset=TrackingIssueItem.objects.select_related("pull_request"))
+        )
+        .order_by("-is_active", "repository__full_name", "number")
+    )
+    return [
+        (
+            issue,
+            len(issue.items.all()),
+            sum(1 for item in issue.items.all() if item.pull_request.merge_commit_id is not None),
+        )
+        for issue in issues
+    ]
+
+
+# --- One PR ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PullDetail:
+    pull: PullRequest
+    tracking_issues: tuple[TrackingIssue, ...]
+    reverted_by: Commit | None
+    reverts_pr_number: int | None  # the PR this one reverts, if it is a revert
+    impacts: tuple[PullImpact, ...]
+
+
+def pull_request_detail(*, number: int, repository: Repository | None = None) -> PullDetail | None:
+    """A PR of the default repository as known from tracking issues or, failing that, from the ``(#N)``
+    commit on main; None if neither knows it."""
+    repository = repository or repository_default()
+    pull = (
+        PullRequest.objects.select_related("repository", "merge_commit__repository")
+        .filter(repository=repository, number=number)
+        .first()
+    )
+    if pull is None or pull.merge_commit is None:
+        commit = (
+            Commit.objects.select_related("repository")
+            .filter(repository=repository, pr_number=number)
+            .order_by("position")
+            .first()
+        )
+        if commit is None and pull is None:
+            return None
+        if commit is not None and pull is None:
+            pull = PullRequest(
+                repository=repository,
+                number=number,
+                title=commit.subject.rsplit(" (#", 1)[0],
+                author=commit.author_name,
+                state=PullRequestState.MERGED,
+                merged_at=commit.committed_at,
+                merge_commit_sha=commit.sha,
+                merge_commit=commit,
+            )
+    assert pull is not None
+    issues = tuple(
+        TrackingIssue.objects.filter(items__pull_request__pk=pull.pk)
+        .select_related("repository")
+        .order_by("repository__full_name", "number")
+        if pull.pk
+        else ()
+    )
+    revert = (
+        CommitRevert.objects.filter(commit=pull.merge_commit)
+        .values_list("reverted_pr_number", flat=True)
+        .first()
+        if pull.merge_commit
+        else None
+    )
+    return PullDetail(
+        pull=pull,
+        tracking_issues=issues,
+        reverted_by=_reverts_of(repository_ids={repository.pk}, numbers=[number]).get(
+            (repository.pk, number)
+        ),
+        reverts_pr_number=revert,
+        impacts=pull_impacts(pulls=[pull]).get(_pull_key(pull), ()),
+    )
+
+
+def release_tags() -> list[Tag]:
+    """Release tags on main, newest first: the usual bases of a comparison."""
+    tags = (
+        Tag.objects.filter(commit__isnull=False)
+        .select_related("commit")
+        .order_by("-commit__position", "-name")
+    )
+    return [tag for tag in tags if tag.is_release]
+
+
+def commit_sync_state(*, repository: Repository | None = None) -> CommitSyncState | None:
+    return CommitSyncState.objects.filter(repository=repository or repository_default()).first()
+
+
+# --- Compare --------------------------------------------------------------------------------------------
+
+
+# The columns of DESIGN.md's table first (throughput, mean latency, mean TTFT), then ITL and TPOT.
+_DESIGN_COLUMNS = ("output_throughput_tok_s", "latency_s_mean", "ttft_ms_mean")
+COMPARE_METRICS: tuple[str, ...] = _DESIGN_COLUMNS + tuple(
+    m for m in HEADLINE_METRICS if m not in _DESIGN_COLUMNS
+)
+
+
+class ComparisonInvalid(ValueError):
+    """The comparison cannot be made (unknown suite or commit, nothing measured); the message says why."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    suite: Suite
+    hardware_class: str
+    base: Commit
+    head: Commit
+    rows: tuple[CompareRow, ...]
+
+
+def commit_resolve(*, ref: str) -> Commit:
+    """A release tag's commit, or a commit by full sha or unique prefix."""
+    ref = ref.strip()
+    if not ref:
+        raise ComparisonInvalid("a commit sha or a tag is needed on both sides")
+    tag = Tag.objects.select_related("commit__repository").filter(name=ref, commit__isnull=False).first()
+    if tag is not None and tag.commit is not None:
+        return tag.commit
+    commit = commit_get(sha=ref)
+    if commit is None:
+        raise ComparisonInvalid(
+            f"{ref!r} is neither a known tag nor a known commit (or its prefix is ambiguous)"
+        )
+    return commit
+
+
+def commit_suite_values(*, commit: Commit, suite: Suite, hardware_class: str) -> dict[tuple[int, str], float]:
+    """Headline values of ``suite`` on ``hardware_class`` at ``commit``, repeated runs averaged."""
+    samples: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for concurrency, metric, value in Measurement.objects.filter(
+        commit=commit,
+        run__status=RunStatus.SUCCEEDED,
+        series__suite=suite,
+        series__hardware_class=hardware_class,
+        series__metric__in=HEADLINE_METRICS,
+    ).values_list("series__concurrency", "series__metric", "value"):
+        samples[(concurrency, metric)].append(value)
+    return {key: _mean(found) for key, found in samples.items()}
+
+
+def comparison_get(
+    *, base_ref: str, head_ref: str, suite_name: str, hardware_class: str | None
+) -> Comparison:
+    """``suite`` at ``base_ref`` against ``head_ref`` (tags or shas), per concurrency and headline metric."""
+    suite = Suite.objects.filter(name=suite_name).first()
+    if suite is None:
+        raise ComparisonInvalid(f"no suite named {suite_name!r}")
+    hardware_class = hardware_class or suite.hardware_class
+    base, head = commit_resolve(ref=base_ref), commit_resolve(ref=head_ref)
+    sides = {}
+    for side, commit in (("base", base), ("head", head)):
+        sides[side] = commit_suite_values(commit=commit, suite=suite, hardware_class=hardware_class)
+        if not sides[side]:
+            raise ComparisonInvalid(
+                f"{commit.short_sha} ({side}) has no succeeded run of {suite.name} on {hardware_class}"
+            )
+    rows = compare_rows(base=sides["base"], head=sides["head"], metrics=COMPARE_METRICS)
+    return Comparison(suite=suite, hardware_class=hardware_class, base=base, head=head, rows=tuple(rows))
