@@ -105,7 +105,9 @@ def timeline_markers(
             pull_request__merge_commit__position__gte=first,
             pull_request__merge_commit__position__lte=last,
         )
-        .select_related("tracking_issue__repository", "pull_request__merge_commit")
+        .select_related(
+            "tracking_issue__repository", "pull_request__merge_commit", "pull_request__repository"
+        )
         .order_by("tracking_issue_id", "order")
     )
     for item in items:

@@ -13,6 +13,8 @@ from typing import Any
 import plotly.graph_objects as go
 
 from dashboard.benchmarks.selectors import TimelinePoint, TimelineSeries
+from dashboard.github.selectors import Marker
+from dashboard.github.timeline import markers_draw
 from dashboard.web.metrics import MetricDisplay, metric_display
 
 # One colour per concurrency level, fixed by the level itself so a line keeps its colour whatever is
@@ -135,8 +137,11 @@ def _value_format(display: MetricDisplay) -> str:
     return f",.{display.decimals}f"
 
 
-def timeline_figure(*, metric: str, series: Sequence[TimelineSeries], commit_url: CommitUrl) -> go.Figure:
-    """One line per concurrency level of `metric` along main; clicking a point opens its commit."""
+def timeline_figure(
+    *, metric: str, series: Sequence[TimelineSeries], commit_url: CommitUrl, markers: Sequence[Marker] = ()
+) -> go.Figure:
+    """One line per concurrency level of `metric` along main; clicking a point opens its commit. `markers`
+    (tracking-issue PRs, release tags) are drawn at the benchmarked commits they name."""
     display = metric_display(metric=metric)
     series = [item for item in series if item.metric == metric and item.points]
     x_of, by_position = _x_positions(series)
@@ -187,6 +192,7 @@ def timeline_figure(*, metric: str, series: Sequence[TimelineSeries], commit_url
         ticktext=[label for _, label in initial_ticks],
         title_text="" if by_position else "benchmarked commits, oldest → newest",
     )
+    markers_draw(figure=figure, markers=markers, x_of=x_of)
     if not series:
         figure.add_annotation(
             text="No measurements for these filters",

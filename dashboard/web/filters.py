@@ -8,6 +8,8 @@ from datetime import date
 from django.http import QueryDict
 from django.utils.http import urlencode
 
+from dashboard.github.timeline import tracking_query_pairs, tracking_selection_parse
+
 
 class FilterInvalid(ValueError):
     """A query-string filter that cannot be understood; the message says which and why."""
@@ -19,6 +21,8 @@ class TimelineFilters:
     date_from: date | None = None
     date_to: date | None = None
     concurrencies: tuple[int, ...] = ()
+    # Tracking issues whose PRs are drawn, by label (owner/name#N); None draws every one.
+    tracking: frozenset[str] | None = None
 
     def query_string(self) -> str:
         """The canonical query string of these filters (without the zoom, which only the page keeps)."""
@@ -28,6 +32,7 @@ class TimelineFilters:
         if self.date_to:
             pairs.append(("to", self.date_to.isoformat()))
         pairs += [("concurrency", str(level)) for level in self.concurrencies]
+        pairs += tracking_query_pairs(selection=self.tracking)
         return urlencode(pairs)
 
 
@@ -62,4 +67,5 @@ def timeline_filters_parse(*, query: QueryDict, default_hardware: str) -> Timeli
         date_from=date_from,
         date_to=date_to,
         concurrencies=tuple(sorted(set(levels))),
+        tracking=tracking_selection_parse(query=query),
     )

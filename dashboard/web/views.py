@@ -13,6 +13,8 @@ from django.views.decorators.http import require_GET
 from dashboard.benchmarks import selectors
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
 from dashboard.benchmarks.selectors import HardwareFacet
+from dashboard.github.selectors import tracking_issues_active
+from dashboard.github.timeline import tracking_toggles
 from dashboard.web.figures import CommitUrl, concurrency_color
 from dashboard.web.filters import FilterInvalid, TimelineFilters, timeline_filters_parse
 from dashboard.web.metrics import metric_display
@@ -116,6 +118,7 @@ def suite_timeline(request: HttpRequest, suite: str) -> HttpResponse:
         "facets": facets,
         "filter_error": filter_error,
         **_timeline_context(suite_row, facet, filters),
+        "tracking_toggles": tracking_toggles(issues=tracking_issues_active(), selection=filters.tracking),
     }
     return render(request, "web/timeline.html", context, status=status)
 

@@ -1,0 +1,158 @@
+"""Tracking-issue PRs and release tags on the timeline charts: the toggles in the query string and the
+markers drawn on a Plotly figure. The timeline pages and figures of dashboard.web call these."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+from django.http import QueryDict
+from django.urls import reverse
+
+from dashboard.github.models import TrackingIssue
+from dashboard.github.selectors import Marker
+
+TRACKING_PARAM = "tracking"
+PR_COLOR = "#7c3aed"
+TAG_COLOR = "#475569"
+HIGHLIGHT_COLOR = "#f59e0b"
+# Several PRs drawn on one commit are stacked downwards from the top of the plot, this far apart.
+_STACK_TOP = 0.97
+_STACK_STEP = 0.06
+_TITLE_CHARS = 90
+
+
+@dataclass(frozen=True)
+class TrackingToggle:
+    label: str
+    title: str
+    checked: bool
+
+
+def tracking_selection_parse(*, query: QueryDict) -> frozenset[str] | None:
+    """The tracking issues to draw: None (all of them, the default) when the query has no ``tracking``;
+    else the labels listed (``tracking=owner/name#N``, repeated; an empty value selects none)."""
+    if TRACKING_PARAM not in query:
+        return None
+    return frozenset(value.strip() for value in query.getlist(TRACKING_PARAM) if value.strip())
+
+
+def tracking_query_pairs(*, selection: frozenset[str] | None) -> list[tuple[str, str]]:
+    """Query-string pairs that carry ``selection`` to a figure URL (nothing for the default)."""
+    if selection is None:
+        return []
+    return [(TRACKING_PARAM, "")] + [(TRACKING_PARAM, label) for label in sorted(selection)]
+
+
+def tracking_toggles(
+    *, issues: Sequence[TrackingIssue], selection: frozenset[str] | None
+) -> list[TrackingToggle]:
+    return [
+        TrackingToggle(
+            label=issue.label,
+            title=issue.title or issue.label,
+            checked=selection is None or issue.label in selection,
+        )
+        for issue in issues
+    ]
+
+
+def pull_page_url(number: int) -> str:
+    return reverse("github:pull-request", args=[number])
+
+
+def _hover(marker: Marker) -> str:
+    title = marker.title if len(marker.title) <= _TITLE_CHARS else marker.title[: _TITLE_CHARS - 1] + "…"
+    where = (
+        f"merged in {marker.commit_sha[:8]}"
+        if marker.exact
+        else f"merged in {marker.commit_sha[:8]}, first benchmarked in {marker.drawn_at_sha[:8]}"
+    )
+    if marker.kind == "tag":
+        return f"<b>{marker.label}</b>  release tag<br>{where.replace('merged', 'tagged')}<br>{marker.url}"
+    author = f"by {marker.author}<br>" if marker.author else ""
+    return f"<b>PR {marker.label}</b>  {marker.tracking}<br>{title}<br>{author}{where}<br>{marker.url}"
+
+
+def markers_draw(
+    *,
+    figure: go.Figure,
+    markers: Sequence[Marker],
+    x_of: Mapping[str, float],
+    highlight_pr: int | None = None,
+) -> None:
+    """Draw each marker on ``figure``: a dotted vertical line at its commit's x and, at the top, a symbol
+    whose hover names the PR (or tag) and whose click opens the PR's page. One legend entry per tracking
+    issue and one for release tags, so each can be hidden from the legend too."""
+    drawn = [marker for marker in markers if marker.drawn_at_sha in x_of]
+    if not drawn:
+        return
+    groups: dict[str, list[tuple[Marker, float, float]]] = defaultdict(list)
+    stacked: dict[float, int] = defaultdict(int)
+    for marker in drawn:
+        x = x_of[marker.drawn_at_sha]
+        y = max(_STACK_TOP - _STACK_STEP * stacked[x], 0.05)
+        stacked[x] += 1
+        groups[marker.tracking or "release tags"].append((marker, x, y))
+        highlighted = highlight_pr is not None and marker.pr_number == highlight_pr
+        figure.add_shape(
+            type="line",
+            xref="x",
+            yref="paper",
+            x0=x,
+            x1=x,
+            y0=0,
+            y1=1,
+            layer="below",
+            line={
+                "color": HIGHLIGHT_COLOR if highlighted else TAG_COLOR if marker.kind == "tag" else PR_COLOR,
+                "width": 2.5 if highlighted else 1,
+                "dash": "solid" if highlighted else "dot",
+            },
+            opacity=0.9 if highlighted else 0.45,
+        )
+    for name, entries in groups.items():
+        is_tags = name == "release tags"
+        figure.add_trace(
+            go.Scatter(
+                x=[x for _, x, _ in entries],
+                y=[y for _, _, y in entries],
+                yaxis="y2",
+                mode="markers+text",
+                text=[marker.label for marker, _, _ in entries],
+                textposition="middle right",
+                textfont={"size": 10, "color": TAG_COLOR if is_tags else PR_COLOR},
+                marker={
+                    "symbol": "diamond" if is_tags else "triangle-down",
+                    "size": 10,
+                    "color": [
+                        HIGHLIGHT_COLOR
+                        if highlight_pr is not None and m.pr_number == highlight_pr
+                        else TAG_COLOR
+                        if is_tags
+                        else PR_COLOR
+                        for m, _, _ in entries
+                    ],
+                    "line": {"color": "#ffffff", "width": 1},
+                },
+                name=name,
+                legendgroup=name,
+                customdata=[
+                    [
+                        marker.url if marker.pr_number is None else pull_page_url(marker.pr_number),
+                        marker.label,
+                    ]
+                    for marker, _, _ in entries
+                ],
+                hovertext=[_hover(marker) for marker, _, _ in entries],
+                hovertemplate="%{hovertext}<extra></extra>",
+                cliponaxis=False,
+                meta={"kind": "markers", "tracking": name},
+            )
+        )
+    figure.update_layout(
+        yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
+        showlegend=True,
+    )
