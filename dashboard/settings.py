@@ -125,3 +125,33 @@ GITHUB_TOKEN = env.str("GITHUB_TOKEN", default="")
 GITHUB_API_URL = env.str("GITHUB_API_URL", default="https://api.github.com")
 PERFWATCH_GITHUB_TIMEOUT_S = env.float("PERFWATCH_GITHUB_TIMEOUT_S", default=10.0)
 GITHUB_WEBHOOK_SECRET = env.str("GITHUB_WEBHOOK_SECRET", default="")
+
+# Regressions: the detection window, and where alert notifications go (a channel without settings is off).
+PERFWATCH_BASE_URL = env.str("PERFWATCH_BASE_URL", default="http://127.0.0.1:8000")
+PERFWATCH_DETECTION_WINDOW = env.int("PERFWATCH_DETECTION_WINDOW", default=200)
+PERFWATCH_ALERT_EMAILS = env.list("PERFWATCH_ALERT_EMAILS", default=[])
+PERFWATCH_SLACK_WEBHOOK_URL = env.str("PERFWATCH_SLACK_WEBHOOK_URL", default="")
+PERFWATCH_NOTIFY_TIMEOUT_S = env.int("PERFWATCH_NOTIFY_TIMEOUT_S", default=10)
+# The culprit PR is commented on with GITHUB_TOKEN at GITHUB_API_URL (the GitHub block above).
+# Django's mailers from one URL, e.g. smtp+tls://user:password@smtp.example.com:587; consolemail:// prints.
+_email = env.email_url("EMAIL_URL", default="consolemail://")
+_smtp_options = {
+    "host": _email["EMAIL_HOST"],
+    "port": _email["EMAIL_PORT"],
+    "username": _email["EMAIL_HOST_USER"],
+    "password": _email["EMAIL_HOST_PASSWORD"],
+    "use_tls": _email.get("EMAIL_USE_TLS"),
+    "use_ssl": _email.get("EMAIL_USE_SSL"),
+    "timeout": PERFWATCH_NOTIFY_TIMEOUT_S,
+}
+MAILERS = {
+    "default": {
+        "BACKEND": _email["EMAIL_BACKEND"],
+        "OPTIONS": (
+            {name: value for name, value in _smtp_options.items() if value is not None}
+            if _email["EMAIL_BACKEND"].endswith("smtp.EmailBackend")
+            else {}
+        ),
+    }
+}
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="PerfWatch <perfwatch@localhost>")

@@ -28,3 +28,8 @@ app.conf.beat_schedule |= {
     "sync-commits": {"task": "perfwatch.github_commits_sync", "schedule": 600.0},
     "sync-tracking-issues": {"task": "perfwatch.github_tracking_issues_sync", "schedule": 900.0},
 }
+app.conf.beat_schedule |= {
+    # Ingests and completed runs enqueue detection themselves; these catch what a lost message would miss.
+    "detect-recent-runs": {"task": "perfwatch.detect_recent", "schedule": 900.0},
+    "resend-pending-notifications": {"task": "perfwatch.notifications_resend", "schedule": 600.0},
+}

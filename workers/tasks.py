@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+import random
+from datetime import timedelta
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
+from django.db import DatabaseError
+from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
@@ -120,3 +124,68 @@ def github_pull_request_record(repo: str, pull: dict[str, object]) -> int | None
 
     recorded = pull_request_record(repo=repo, info=pull_info_from_payload(pull=pull))
     return recorded.pk if recorded else None
+
+
+@shared_task(
+    name="perfwatch.detect_series",
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=120,
+    time_limit=150,
+    autoretry_for=(ConnectionError, DatabaseError),
+    retry_backoff=True,
+    max_retries=3,
+)
+def detect_series(run_id: int) -> int:
+    """Look for changes in every series run `run_id` touched; idempotent, so a redelivery is harmless."""
+    from dashboard.regressions.services import run_detect
+
+    return run_detect(run_id=run_id).alerts_created
+
+
+@shared_task(
+    name="perfwatch.detect_recent",
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=600,
+    time_limit=660,
+    autoretry_for=(ConnectionError, DatabaseError),
+    retry_backoff=True,
+    max_retries=3,
+)
+def detect_recent() -> int:
+    """Catch up on runs whose detection message was lost: trailing windows of recently run series."""
+    from dashboard.regressions.services import runs_detect_recent
+
+    return runs_detect_recent(since=timezone.now() - timedelta(hours=1)).alerts_created
+
+
+# Acknowledged on receipt: a crash mid-send leaves the row pending, and the sweep below sends it then.
+@shared_task(
+    bind=True,
+    name="perfwatch.notification_send",
+    acks_late=False,
+    ignore_result=True,
+    soft_time_limit=60,
+    time_limit=90,
+    max_retries=6,
+)
+def notification_send(self: Task, notification_id: int) -> str | None:
+    """Send one alert-group notification; a failure is recorded on its row, then retried with backoff."""
+    from dashboard.regressions.notifications import NotificationFailed
+    from dashboard.regressions.notifications import notification_send as send
+
+    try:
+        notification = send(notification_id=notification_id)
+    except NotificationFailed as error:
+        # 30 s, 1 min, 2 min … at most 30 min, jittered so a mail server coming back is not stampeded.
+        countdown = min(1800, 30 * 2**self.request.retries) * random.uniform(0.5, 1.0)
+        raise self.retry(exc=error, countdown=countdown) from None
+    return notification.status if notification else None
+
+
+@shared_task(name="perfwatch.notifications_resend", acks_late=True, ignore_result=True, soft_time_limit=60)
+def notifications_resend() -> list[int]:
+    from dashboard.regressions.notifications import notifications_pending_resend
+
+    return notifications_pending_resend()

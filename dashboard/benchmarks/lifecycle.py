@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Commit, Run, Runner, RunStatus, Suite
 from dashboard.benchmarks.services import measurements_store
+from dashboard.regressions.services import detection_enqueue
 from runners.guidellm_report import GuidellmReport
 from runners.suites import SuiteSpec
 
@@ -227,6 +228,7 @@ def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
         run.logs = {name: text[-LOG_TAIL_CHARS:] for name, text in result.logs.items()}
         run.save()
         measurements_store(run=run, report=result.report)
+    detection_enqueue(run_id=run.pk)
     return run
 
 

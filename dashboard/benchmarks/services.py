@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, RunStatus, Series, Suite
+from dashboard.regressions.services import detection_enqueue
 from runners.guidellm_report import GuidellmReport, ReportInvalid, report_parse
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
@@ -153,4 +154,5 @@ def report_ingest(
             report_sha256=digest,
         )
         return IngestOutcome(run=winner, created=False, measurement_count=0)
+    detection_enqueue(run_id=run.pk)
     return IngestOutcome(run=run, created=True, measurement_count=count)

@@ -1,0 +1,77 @@
+"""Query-string filters of the alerts page and the triage form of a group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from dashboard.regressions.models import Alert, GroupKind, TriageStatus
+from dashboard.regressions.selectors import AlertFilters
+from dashboard.regressions.services import TriageChange
+
+SORTS = (("date", "newest range first"), ("size", "largest change first"))
+
+
+class AlertFilterForm(forms.Form):
+    suite = forms.CharField(required=False, max_length=100)
+    hardware = forms.CharField(required=False, max_length=50)
+    status = forms.ChoiceField(required=False, choices=[("", "any status"), *TriageStatus.choices])
+    kind = forms.ChoiceField(required=False, choices=[("", "any kind"), *GroupKind.choices])
+    sort = forms.ChoiceField(required=False, choices=SORTS)
+
+    def filters(self) -> AlertFilters:
+        """The valid filters; an invalid value is dropped (the page says so) rather than failing."""
+        self.is_valid()  # cleaned_data then holds the fields that are valid, and only those
+        data = self.cleaned_data
+        sort = data.get("sort") or "date"
+        return AlertFilters(
+            suite=data.get("suite") or "",
+            hardware_class=data.get("hardware") or "",
+            status=data.get("status") or "",
+            kind=data.get("kind") or "",
+            sort="size" if sort == "size" else "date",
+        )
+
+
+class GroupTriageForm(forms.Form):
+    status = forms.ChoiceField(choices=TriageStatus.choices)
+    assignee = forms.ModelChoiceField(queryset=get_user_model().objects.none(), required=False)
+    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000)
+    alerts = forms.ModelMultipleChoiceField(
+        queryset=Alert.objects.none(),
+        required=False,
+        help_text="The alerts the alert status applies to; none ticked means every alert of the group.",
+    )
+    alert_status = forms.ChoiceField(
+        required=False, choices=[("", "leave as they are"), *TriageStatus.choices]
+    )
+
+    def __init__(self, *args: Any, group_id: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.group_id = group_id
+        assignee_field = self.fields["assignee"]
+        alerts_field = self.fields["alerts"]
+        assert isinstance(assignee_field, forms.ModelChoiceField)
+        assert isinstance(alerts_field, forms.ModelMultipleChoiceField)
+        assignee_field.queryset = (
+            get_user_model().objects.filter(is_staff=True, is_active=True).order_by("username")
+        )
+        alerts_field.queryset = Alert.objects.filter(group_id=group_id)
+
+    def change(self) -> TriageChange:
+        data = self.cleaned_data
+        assignee = data.get("assignee")
+        alert_status = data.get("alert_status") or None
+        alert_ids = [alert.pk for alert in data.get("alerts") or ()]
+        if alert_status and not alert_ids:
+            alert_ids = list(Alert.objects.filter(group_id=self.group_id).values_list("pk", flat=True))
+        return TriageChange(
+            status=data["status"],
+            assignee_id=assignee.pk if assignee else None,
+            assignee_set=True,
+            notes=data.get("notes", ""),
+            alert_ids=alert_ids,
+            alert_status=alert_status,
+        )

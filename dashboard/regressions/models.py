@@ -1,0 +1,217 @@
+"""Alerts on series, grouped by suspected culprit range, with their triage and notifications."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q, QuerySet
+
+from dashboard.benchmarks.models import Commit, Series, Suite
+
+
+class TriageStatus(models.TextChoices):
+    UNTRIAGED = "untriaged"
+    INVESTIGATING = "investigating"
+    ACKNOWLEDGED = "acknowledged"
+    FIXED = "fixed"
+    WONT_FIX = "wont_fix", "won't fix"
+    INVALID = "invalid"
+    EXPECTED = "expected"
+    INFRASTRUCTURE = "infrastructure"
+
+
+# A label is a verdict on the detector only once someone has decided; `invalid` is a false positive.
+DECIDED_STATUSES: tuple[str, ...] = (
+    TriageStatus.ACKNOWLEDGED,
+    TriageStatus.FIXED,
+    TriageStatus.WONT_FIX,
+    TriageStatus.INVALID,
+    TriageStatus.EXPECTED,
+    TriageStatus.INFRASTRUCTURE,
+)
+
+
+class AlertKind(models.TextChoices):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+
+
+class GroupKind(models.TextChoices):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    TRADE_OFF = "trade_off", "trade-off"
+
+
+class DetectionSetting(models.Model):
+    """How large a change must be before it is an alert, per suite (or every suite) and metric prefix.
+
+    The most specific row wins: a suite's own row over an every-suite row, a longer prefix over a shorter
+    one. Without any row the built-in defaults of `services.DEFAULT_THRESHOLDS` apply.
+    """
+
+    suite = models.ForeignKey(
+        Suite, on_delete=models.CASCADE, null=True, blank=True, help_text="Empty: every suite"
+    )
+    metric_prefix = models.CharField(
+        max_length=50, blank=True, help_text="e.g. ttft_ms (every TTFT statistic) or ttft_ms_p99; empty: all"
+    )
+    min_relative_change = models.FloatField(help_text="Fraction: 0.02 is 2 %")
+    p_threshold = models.FloatField(default=1e-4)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["suite", "metric_prefix"],
+                condition=Q(suite__isnull=False),
+                name="detection_setting_unique_suite",
+            ),
+            models.UniqueConstraint(
+                fields=["metric_prefix"],
+                condition=Q(suite__isnull=True),
+                name="detection_setting_unique_global",
+            ),
+            models.CheckConstraint(
+                condition=Q(min_relative_change__gte=0) & Q(p_threshold__gt=0) & Q(p_threshold__lt=1),
+                name="detection_setting_sane_thresholds",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite or 'every suite'} {self.metric_prefix or 'every metric'}"
+
+
+class AlertGroupQuerySet(QuerySet["AlertGroup"]):
+    def for_suite(self, suite_name: str) -> AlertGroupQuerySet:
+        return self.filter(pk__in=Alert.objects.filter(series__suite__name=suite_name).values("group_id"))
+
+    def for_hardware(self, hardware_class: str) -> AlertGroupQuerySet:
+        return self.filter(
+            pk__in=Alert.objects.filter(series__hardware_class=hardware_class).values("group_id")
+        )
+
+
+class AlertGroup(models.Model):
+    """Every alert whose change lies in the same commit range: one card per suspected culprit range.
+
+    The range is (base_commit, head_commit]: base is the last benchmarked commit before the change, head
+    the first one after it; the commits between them were not benchmarked, so any of them may be the
+    culprit, head included.
+    """
+
+    base_commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="+")
+    head_commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=20, choices=GroupKind.choices)
+    magnitude_pct = models.FloatField(default=0.0, help_text="Largest |change| among its alerts, in %")
+    status = models.CharField(
+        max_length=20, choices=TriageStatus.choices, default=TriageStatus.UNTRIAGED, db_index=True
+    )
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects: ClassVar[AlertGroupQuerySet] = AlertGroupQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["base_commit", "head_commit"], name="alert_group_unique_range")
+        ]
+        indexes = [models.Index(fields=["kind", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} in {self.base_commit.short_sha}..{self.head_commit.short_sha}"
+
+
+class Alert(models.Model):
+    """One confirmed change on one series; `before`/`after` are the segment means around it."""
+
+    class Source(models.TextChoices):
+        DETECTOR = "detector"
+        # Marked by hand on a series where the detector said nothing: a miss, counted on the precision page.
+        MANUAL = "manual", "marked by hand"
+
+    group = models.ForeignKey(AlertGroup, on_delete=models.CASCADE, related_name="alerts")
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="alerts")
+    kind = models.CharField(max_length=20, choices=AlertKind.choices)
+    source = models.CharField(max_length=20, choices=Source.choices, default=Source.DETECTOR)
+    before_value = models.FloatField()
+    after_value = models.FloatField()
+    change_pct = models.FloatField(help_text="(after - before) / before, in %")
+    p_value = models.FloatField(null=True, blank=True)
+    status = models.CharField(
+        max_length=20, choices=TriageStatus.choices, default=TriageStatus.UNTRIAGED, db_index=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["series", "group"], name="alert_unique_series_range")]
+
+    def __str__(self) -> str:
+        return f"{self.series}: {self.change_pct:+.1f} % ({self.kind})"
+
+    @property
+    def magnitude_pct(self) -> float:
+        return abs(self.change_pct)
+
+
+class TriageEvent(models.Model):
+    """Who changed what on a group or one of its alerts, and when: the triage history."""
+
+    group = models.ForeignKey(AlertGroup, on_delete=models.CASCADE, related_name="events")
+    alert = models.ForeignKey(Alert, on_delete=models.CASCADE, null=True, blank=True, related_name="events")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    field = models.CharField(max_length=20, help_text="status, assignee or notes")
+    old_value = models.TextField(blank=True)
+    new_value = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.user or 'system'} set {self.field} of group {self.group_id} to {self.new_value!r}"
+
+
+class NotificationChannel(models.TextChoices):
+    EMAIL = "email"
+    SLACK = "slack"
+    GITHUB = "github", "GitHub comment"
+
+
+class NotificationStatus(models.TextChoices):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class Notification(models.Model):
+    """The one message of a group on a channel: the unique row is what makes it never go out twice."""
+
+    group = models.ForeignKey(AlertGroup, on_delete=models.CASCADE, related_name="notifications")
+    channel = models.CharField(max_length=20, choices=NotificationChannel.choices)
+    status = models.CharField(
+        max_length=20, choices=NotificationStatus.choices, default=NotificationStatus.PENDING
+    )
+    target = models.CharField(max_length=500, blank=True, help_text="Addresses, webhook host or PR")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    attempted_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "channel"], name="notification_unique_group_channel")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.channel} for group {self.group_id}: {self.status}"

@@ -1,0 +1,408 @@
+"""Reads: series windows for detection and charts, alert lists, a group's page, precision, markers."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Avg, F, Prefetch, QuerySet
+from django.urls import reverse
+
+from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Measurement, Run, RunStatus, Series, Suite
+from dashboard.regressions.models import (
+    DECIDED_STATUSES,
+    Alert,
+    AlertGroup,
+    Notification,
+    TriageEvent,
+    TriageStatus,
+)
+
+Sort = Literal["date", "size"]
+
+
+@dataclass(frozen=True)
+class WindowCommit:
+    commit_id: int
+    position: int | None
+
+
+@dataclass(frozen=True)
+class CommitWindow:
+    """Benchmarked commits of a suite on a hardware class, in main order; whether the window reaches the
+    oldest and the newest of them."""
+
+    commits: tuple[WindowCommit, ...]
+    at_start: bool
+    at_end: bool
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One benchmarked commit of a series: repeats averaged."""
+
+    commit_id: int
+    position: int | None
+    value: float
+
+
+@dataclass(frozen=True)
+class SeriesWindow:
+    points: tuple[SeriesPoint, ...]
+    at_series_start: bool
+    at_series_end: bool
+
+
+def _commits_sql() -> str:
+    run, commit = Run._meta.db_table, Commit._meta.db_table
+    # Main order as CommitQuerySet.in_main_order: position where known, then commit time, then arrival.
+    return f"""
+        WITH benchmarked AS (
+            SELECT c.id AS commit_id, c.position,
+                   ROW_NUMBER() OVER (
+                       ORDER BY c.position IS NULL, c.position, c.committed_at IS NULL, c.committed_at, c.id
+                   ) AS rank
+            FROM {commit} c
+            WHERE c.id IN (
+                SELECT r.commit_id FROM {run} r
+                WHERE r.suite_id = %(suite_id)s AND r.hardware_class = %(hardware_class)s
+                  AND r.status = %(succeeded)s
+            )
+        ),
+        target AS (
+            SELECT COALESCE(
+                (SELECT rank FROM benchmarked WHERE commit_id = %(commit_id)s),
+                (SELECT MAX(rank) FROM benchmarked)
+            ) AS rank
+        )
+        SELECT b.commit_id, b.position, b.rank, (SELECT MAX(rank) FROM benchmarked)
+        FROM benchmarked b, target t
+        WHERE b.rank BETWEEN t.rank - %(before)s AND t.rank + %(after)s
+        ORDER BY b.rank
+    """
+
+
+def commit_window(
+    *, suite_id: int, hardware_class: str, commit_id: int | None = None, size: int | None = None
+) -> CommitWindow:
+    """At most `size` benchmarked commits around `commit_id`: up to half of them after it, the rest up to
+    it; without a commit (or for the newest) the trailing window. Only the window leaves the database.
+
+    Every series of the suite and hardware class is analysed over this one list, so a run's series all see
+    the same commits even while other runs are being stored.
+    """
+    size = size or settings.PERFWATCH_DETECTION_WINDOW
+    after = size // 2
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _commits_sql(),
+            {
+                "suite_id": suite_id,
+                "hardware_class": hardware_class,
+                "succeeded": RunStatus.SUCCEEDED.value,
+                "commit_id": commit_id if commit_id is not None else -1,
+                "before": size - 1,
+                "after": after,
+            },
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return CommitWindow(commits=(), at_start=True, at_end=True)
+    total = int(rows[0][3])
+    target_rank = next((int(rank) for cid, _, rank, _ in rows if cid == commit_id), total)
+    newer = min(after, total - target_rank)
+    first_rank = max(1, target_rank + newer - size + 1)
+    kept = [row for row in rows if first_rank <= int(row[2]) <= target_rank + newer]
+    return CommitWindow(
+        commits=tuple(WindowCommit(commit_id=int(cid), position=position) for cid, position, _, _ in kept),
+        at_start=int(kept[0][2]) == 1,
+        at_end=int(kept[-1][2]) == total,
+    )
+
+
+def series_points(*, series_id: int, commits: Sequence[WindowCommit]) -> list[SeriesPoint]:
+    """The series' values at `commits` (repeats averaged), in their order; commits it lacks are left out."""
+    values = dict(
+        Measurement.objects.filter(
+            series_id=series_id,
+            run__status=RunStatus.SUCCEEDED,
+            commit_id__in=[commit.commit_id for commit in commits],
+        )
+        .values("commit_id")
+        .annotate(mean=Avg("value"))
+        .values_list("commit_id", "mean")
+    )
+    return [
+        SeriesPoint(commit_id=commit.commit_id, position=commit.position, value=values[commit.commit_id])
+        for commit in commits
+        if commit.commit_id in values
+    ]
+
+
+def series_window(*, series: Series, commit_id: int | None = None, size: int | None = None) -> SeriesWindow:
+    """A series' points in the commit window of its suite and hardware class around `commit_id`."""
+    window = commit_window(
+        suite_id=series.suite_id, hardware_class=series.hardware_class, commit_id=commit_id, size=size
+    )
+    return SeriesWindow(
+        points=tuple(series_points(series_id=series.pk, commits=window.commits)),
+        at_series_start=window.at_start,
+        at_series_end=window.at_end,
+    )
+
+
+def group_range_commits(*, group: AlertGroup) -> list[Commit]:
+    """The commits that may hold the culprit, oldest first: after the base commit, up to the head.
+
+    Without positions on main for both ends the range cannot be listed, and only the head is known.
+    """
+    base, head = group.base_commit, group.head_commit
+    if base.position is None or head.position is None:
+        return [head]
+    return list(
+        Commit.objects.filter(
+            repository_id=head.repository_id, position__gt=base.position, position__lte=head.position
+        )
+        .select_related("repository")
+        .order_by("position")
+    )
+
+
+@dataclass(frozen=True)
+class AlertFilters:
+    suite: str = ""
+    hardware_class: str = ""
+    status: str = ""
+    kind: str = ""
+    sort: Sort = "date"
+
+
+def alert_groups(*, filters: AlertFilters) -> QuerySet[AlertGroup]:
+    """Groups matching the filters, newest culprit range (or largest change) first, alerts prefetched."""
+    groups = AlertGroup.objects.all()
+    if filters.suite:
+        groups = groups.for_suite(filters.suite)
+    if filters.hardware_class:
+        groups = groups.for_hardware(filters.hardware_class)
+    if filters.status:
+        groups = groups.filter(status=filters.status)
+    if filters.kind:
+        groups = groups.filter(kind=filters.kind)
+    if filters.sort == "size":
+        groups = groups.order_by("-magnitude_pct", "-pk")
+    else:
+        groups = groups.order_by(
+            F("head_commit__position").desc(nulls_last=True),
+            F("head_commit__committed_at").desc(nulls_last=True),
+            "-pk",
+        )
+    return groups.select_related("base_commit", "head_commit__repository", "assignee").prefetch_related(
+        Prefetch("alerts", queryset=Alert.objects.select_related("series__suite").order_by("pk"))
+    )
+
+
+def alert_order(alert: Alert) -> tuple[bool, int, float, int]:
+    """Headline metrics first, in the order pages show them (throughput leads), then the larger change;
+    alerts triaged as invalid last."""
+    metric = alert.series.metric
+    rank = HEADLINE_METRICS.index(metric) if metric in HEADLINE_METRICS else len(HEADLINE_METRICS)
+    return (alert.status == TriageStatus.INVALID, rank, -abs(alert.change_pct), alert.pk)
+
+
+@dataclass(frozen=True)
+class AlertGroupRow:
+    group: AlertGroup
+    alerts: tuple[Alert, ...]  # in alert_order
+    suites: tuple[str, ...]
+    hardware_classes: tuple[str, ...]
+
+    @property
+    def headline(self) -> Alert | None:
+        return self.alerts[0] if self.alerts else None
+
+    @property
+    def title(self) -> str:
+        group, headline = self.group, self.headline
+        kind = group.get_kind_display().capitalize()
+        text = f"{kind} in {group.base_commit.short_sha}..{group.head_commit.short_sha}"
+        if headline is None:
+            return text
+        series = headline.series
+        return (
+            f"{text}: {series.metric} {headline.change_pct:+.1f} % "
+            f"({series.suite.name} {series.hardware_class} c={series.concurrency})"
+        )
+
+
+def alert_group_rows(*, groups: list[AlertGroup]) -> list[AlertGroupRow]:
+    """Cards for groups from `alert_groups` (no further query)."""
+    rows = []
+    for group in groups:
+        alerts = tuple(sorted(group.alerts.all(), key=alert_order))
+        rows.append(
+            AlertGroupRow(
+                group=group,
+                alerts=alerts,
+                suites=tuple(sorted({a.series.suite.name for a in alerts})),
+                hardware_classes=tuple(sorted({a.series.hardware_class for a in alerts})),
+            )
+        )
+    return rows
+
+
+def alert_filter_choices() -> tuple[list[str], list[str]]:
+    """Suites and hardware classes that have alerts: what the alerts page can be filtered by."""
+    pairs = (
+        Alert.objects.values_list("series__suite__name", "series__hardware_class")
+        .distinct()
+        .order_by("series__suite__name", "series__hardware_class")
+    )
+    suites, hardware = set(), set()
+    for suite, hardware_class in pairs:
+        suites.add(suite)
+        hardware.add(hardware_class)
+    return sorted(suites), sorted(hardware)
+
+
+@dataclass(frozen=True)
+class AlertGroupDetail:
+    group: AlertGroup
+    alerts: tuple[Alert, ...]
+    commits: tuple[Commit, ...]
+    events: tuple[TriageEvent, ...]
+    notifications: tuple[Notification, ...]
+
+
+def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
+    group = (
+        AlertGroup.objects.select_related("base_commit__repository", "head_commit__repository", "assignee")
+        .filter(pk=group_id)
+        .first()
+    )
+    if group is None:
+        return None
+    alerts = sorted(group.alerts.select_related("series__suite"), key=alert_order)
+    return AlertGroupDetail(
+        group=group,
+        alerts=tuple(alerts),
+        commits=tuple(group_range_commits(group=group)),
+        events=tuple(group.events.select_related("user", "alert__series")),
+        notifications=tuple(group.notifications.order_by("channel")),
+    )
+
+
+@dataclass(frozen=True)
+class ChartPoint:
+    commit_sha: str
+    subject: str
+    pr_number: int | None
+    position: int | None
+    value: float
+
+
+def alert_chart_points(*, alert: Alert, head_commit_id: int, span: int = 30) -> list[ChartPoint]:
+    """The series of an alert around its change: `span` benchmarked points each side of the head commit."""
+    window = series_window(series=alert.series, commit_id=head_commit_id, size=2 * span + 1)
+    commits = Commit.objects.in_bulk([point.commit_id for point in window.points])
+    return [
+        ChartPoint(
+            commit_sha=commits[point.commit_id].sha,
+            subject=commits[point.commit_id].subject,
+            pr_number=commits[point.commit_id].pr_number,
+            position=commits[point.commit_id].position,
+            value=point.value,
+        )
+        for point in window.points
+    ]
+
+
+@dataclass(frozen=True)
+class PrecisionRow:
+    """How triage judged the detector on one suite and metric (every concurrency and hardware class)."""
+
+    suite: str
+    metric: str
+    detected: int
+    decided: int
+    false_positives: int
+    missed: int
+
+    @property
+    def true_positives(self) -> int:
+        return self.decided - self.false_positives
+
+    @property
+    def precision(self) -> float | None:
+        return self.true_positives / self.decided if self.decided else None
+
+    @property
+    def recall(self) -> float | None:
+        found = self.true_positives + self.missed
+        return self.true_positives / found if found else None
+
+
+def detector_precision() -> list[PrecisionRow]:
+    """Per suite and metric, from triage labels: `invalid` is a false positive, a hand-marked alert a miss.
+
+    An alert without its own verdict takes its group's. One query.
+    """
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for suite, metric, source, status, group_status in Alert.objects.values_list(
+        "series__suite__name", "series__metric", "source", "status", "group__status"
+    ):
+        row = counts[(suite, metric)]
+        if source == Alert.Source.MANUAL:
+            row[3] += 1
+            continue
+        verdict = status if status in DECIDED_STATUSES else group_status
+        row[0] += 1
+        if verdict in DECIDED_STATUSES:
+            row[1] += 1
+            row[2] += verdict == TriageStatus.INVALID
+    return [
+        PrecisionRow(suite, metric, detected, decided, false_positives, missed)
+        for (suite, metric), (detected, decided, false_positives, missed) in sorted(counts.items())
+    ]
+
+
+@dataclass(frozen=True)
+class AlertMarker:
+    """Where a timeline draws an alert: at the head commit of its range; clicking opens `url`."""
+
+    commit_sha: str
+    group_id: int
+    kind: str
+    url: str
+    position: int | None = None
+    label: str = ""
+
+
+def alert_markers(*, suite: Suite, hardware_class: str) -> list[AlertMarker]:
+    """Markers for the alert groups touching a suite on a hardware class, oldest first; false positives
+    (`invalid`) are left out. One query."""
+    groups = (
+        AlertGroup.objects.filter(
+            pk__in=Alert.objects.filter(series__suite=suite, series__hardware_class=hardware_class).values(
+                "group_id"
+            )
+        )
+        .exclude(status=TriageStatus.INVALID)
+        .select_related("head_commit")
+        .order_by(F("head_commit__position").asc(nulls_last=True), "pk")
+    )
+    return [
+        AlertMarker(
+            commit_sha=group.head_commit.sha,
+            group_id=group.pk,
+            kind=group.kind,
+            url=reverse("regressions:alert-group", args=[group.pk]),
+            position=group.head_commit.position,
+            label=f"{group.get_kind_display().capitalize()}: up to {group.magnitude_pct:.1f} % "
+            f"({group.get_status_display()})",
+        )
+        for group in groups
+    ]

@@ -1,0 +1,189 @@
+"""Alert pages: the list (and its feed), a group's page with its charts and triage, detector precision."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import plotly.io
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.syndication.views import Feed
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.feedgenerator import Atom1Feed
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.regressions import selectors
+from dashboard.regressions.figures import alert_figure
+from dashboard.regressions.forms import AlertFilterForm, GroupTriageForm
+from dashboard.regressions.models import Alert, GroupKind, TriageStatus
+from dashboard.regressions.notifications import notification_retry
+from dashboard.regressions.services import TriageRefused, group_triage
+
+PAGE_SIZE = 25
+FEED_SIZE = 50
+MAX_CHARTS = 12
+
+
+def _commit_url(sha: str) -> str:
+    return reverse("web:commit", args=[sha])
+
+
+@require_GET
+def alerts(request: HttpRequest) -> HttpResponse:
+    form = AlertFilterForm(request.GET)
+    filters = form.filters()
+    page = Paginator(selectors.alert_groups(filters=filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    suites, hardware_classes = selectors.alert_filter_choices()
+    # Every link on the page keeps the other filters: the address is the view.
+    kept = {key: value for key, value in request.GET.items() if key != "page" and value}
+    return render(
+        request,
+        "regressions/alerts.html",
+        {
+            "form": form,
+            "filters": filters,
+            "page": page,
+            "rows": selectors.alert_group_rows(groups=list(page.object_list)),
+            "suites": suites,
+            "hardware_classes": hardware_classes,
+            "statuses": TriageStatus.choices,
+            "kinds": GroupKind.choices,
+            "query": urlencode(kept),
+            "feed_url": reverse("regressions:alerts-feed") + (f"?{urlencode(kept)}" if kept else ""),
+        },
+    )
+
+
+@require_GET
+def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
+    detail = selectors.alert_group_detail(group_id=group_id)
+    if detail is None:
+        raise Http404(f"no alert group {group_id}")
+    group = detail.group
+    form = None
+    if request.user.is_staff:
+        form = GroupTriageForm(
+            group_id=group.pk,
+            initial={"status": group.status, "assignee": group.assignee_id, "notes": group.notes},
+        )
+    charts = [
+        (alert, reverse("regressions:alert-figure", args=[alert.pk])) for alert in detail.alerts[:MAX_CHARTS]
+    ]
+    return render(
+        request,
+        "regressions/alert_group.html",
+        {
+            "detail": detail,
+            "group": group,
+            "charts": charts,
+            "more_alerts": max(0, len(detail.alerts) - MAX_CHARTS),
+            "form": form,
+            "culprit": detail.commits[0] if len(detail.commits) == 1 else None,
+            "prs": [commit for commit in detail.commits if commit.pr_number],
+            "statuses": TriageStatus.choices,
+        },
+    )
+
+
+@staff_member_required
+@require_POST
+def alert_group_triage(request: HttpRequest, group_id: int) -> HttpResponse:
+    form = GroupTriageForm(request.POST, group_id=group_id)
+    if not form.is_valid():
+        messages.error(request, f"Nothing changed: {form.errors.as_text()}")
+        return redirect("regressions:alert-group", group_id=group_id)
+    try:
+        events = group_triage(group_id=group_id, user=request.user, change=form.change())
+    except TriageRefused as error:
+        messages.error(request, str(error))
+    else:
+        messages.success(request, f"Saved {len(events)} change(s)." if events else "Nothing to change.")
+    return redirect("regressions:alert-group", group_id=group_id)
+
+
+@staff_member_required
+@require_POST
+def notification_resend(request: HttpRequest, group_id: int, notification_id: int) -> HttpResponse:
+    notification = notification_retry(notification_id=notification_id)
+    if notification.group_id != group_id:
+        raise Http404("no such notification on this group")
+    messages.success(request, f"The {notification.get_channel_display()} notification is queued again.")
+    return redirect("regressions:alert-group", group_id=group_id)
+
+
+@require_GET
+def alert_figure_json(request: HttpRequest, alert_id: int) -> HttpResponse:
+    """`{"data": [...], "layout": {...}}` of one alert's chart."""
+    alert = (
+        Alert.objects.select_related("series", "group__base_commit", "group__head_commit")
+        .filter(pk=alert_id)
+        .first()
+    )
+    if alert is None:
+        return JsonResponse({"error": f"no alert {alert_id}"}, status=404)
+    points = selectors.alert_chart_points(alert=alert, head_commit_id=alert.group.head_commit_id)
+    figure = alert_figure(
+        alert=alert,
+        points=points,
+        base_sha=alert.group.base_commit.sha,
+        head_sha=alert.group.head_commit.sha,
+        commit_url=_commit_url,
+    )
+    return HttpResponse(plotly.io.to_json(figure), content_type="application/json")
+
+
+@require_GET
+def precision(request: HttpRequest) -> HttpResponse:
+    rows = selectors.detector_precision()
+    decided = sum(row.decided for row in rows)
+    false_positives = sum(row.false_positives for row in rows)
+    return render(
+        request,
+        "regressions/precision.html",
+        {
+            "rows": rows,
+            "decided": decided,
+            "false_positives": false_positives,
+            "overall": (decided - false_positives) / decided if decided else None,
+        },
+    )
+
+
+class AlertsFeed(Feed):
+    """The alerts page as an Atom feed; the same query-string filters apply."""
+
+    feed_type = Atom1Feed
+    title = "PerfWatch alerts"
+    subtitle = "Performance changes detected on vLLM main, one entry per suspected culprit range."
+
+    def get_object(self, request: HttpRequest, *args: object, **kwargs: object) -> selectors.AlertFilters:
+        return AlertFilterForm(request.GET).filters()
+
+    def link(self) -> str:
+        return reverse("regressions:alerts")
+
+    def items(self, obj: selectors.AlertFilters) -> list[selectors.AlertGroupRow]:
+        groups = selectors.alert_groups(filters=obj)[:FEED_SIZE]
+        return selectors.alert_group_rows(groups=list(groups))
+
+    def item_title(self, item: selectors.AlertGroupRow) -> str:
+        return item.title
+
+    def item_description(self, item: selectors.AlertGroupRow) -> str:
+        return "\n".join(
+            f"{a.series.suite.name} {a.series.hardware_class} c={a.series.concurrency} {a.series.metric}: "
+            f"{a.change_pct:+.1f} %"
+            for a in item.alerts
+        )
+
+    def item_link(self, item: selectors.AlertGroupRow) -> str:
+        return reverse("regressions:alert-group", args=[item.group.pk])
+
+    def item_pubdate(self, item: selectors.AlertGroupRow) -> object:
+        return item.group.created_at
+
+    def item_updateddate(self, item: selectors.AlertGroupRow) -> object:
+        return item.group.updated_at

@@ -1,0 +1,98 @@
+"""The demo history's story, detected: the −6 % step at concurrency 16 (PR 51830) is one regression group
+with one message per channel, sent to real local endpoints; its revert (PR 52034) is an improvement."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.benchmarks.demo import DEMO_HARDWARE, DEMO_SUITE, REGRESSION_PR, REVERT_PR, demo_load
+from dashboard.regressions.models import AlertGroup, GroupKind, Notification, NotificationStatus
+from dashboard.regressions.selectors import group_range_commits
+from dashboard.regressions.services import suite_detect_history
+
+pytestmark = [pytest.mark.django_db, pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def demo_detected(notification_channels, eager_tasks, django_capture_on_commit_callbacks):
+    demo_load()
+    with django_capture_on_commit_callbacks(execute=True):
+        suite_detect_history(notify=True)
+    return notification_channels
+
+
+def _groups_naming(pr_number: int) -> list[AlertGroup]:
+    return [
+        group
+        for group in AlertGroup.objects.select_related("base_commit", "head_commit")
+        if pr_number in [commit.pr_number for commit in group_range_commits(group=group)]
+    ]
+
+
+def test_the_demo_regression_is_exactly_one_regression_group_naming_pr_51830(demo_detected) -> None:
+    regressions = AlertGroup.objects.filter(kind=GroupKind.REGRESSION)
+
+    assert regressions.count() == 1
+    group = regressions.get()
+    assert [commit.pr_number for commit in group_range_commits(group=group)] == [REGRESSION_PR]
+    throughput = group.alerts.get(
+        series__suite__name=DEMO_SUITE,
+        series__hardware_class=DEMO_HARDWARE,
+        series__concurrency=16,
+        series__metric="output_throughput_tok_s",
+    )
+    assert throughput.change_pct == pytest.approx(-6.0, abs=0.6)
+    # The step is at concurrency 16 only: every alert of the group is there.
+    assert set(group.alerts.values_list("series__concurrency", flat=True)) == {16}
+
+
+def test_the_demo_regression_sends_one_message_per_channel_to_real_endpoints(demo_detected) -> None:
+    channels = demo_detected
+    group = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
+
+    assert sorted(Notification.objects.values_list("group_id", "channel", "status")) == [
+        (group.pk, "email", NotificationStatus.SENT),
+        (group.pk, "github", NotificationStatus.SENT),
+        (group.pk, "slack", NotificationStatus.SENT),
+    ]
+    [email] = channels.inbox.messages
+    assert channels.inbox.recipients == [["perf-team@example.com", "oncall@example.com"]]
+    assert "Regression" in email["Subject"] and "output_throughput_tok_s" in email["Subject"]
+    assert f"/pull/{REGRESSION_PR}" in email.get_payload(decode=True).decode()
+    [slack] = channels.slack.requests
+    assert slack.path == "/services/T000/B000/XXXX"
+    assert f"/alerts/{group.pk}/" in slack.body["text"]
+    [comment] = channels.github.requests
+    assert comment.path == f"/repos/vllm-project/vllm/issues/{REGRESSION_PR}/comments"
+    assert comment.headers["authorization"] == "Bearer ghp_test_token"
+    assert "| kimi-k3-8k1k | b300 | 16 | `output_throughput_tok_s` |" in comment.body["body"]
+
+
+def test_the_revert_is_an_improvement_and_improvements_send_nothing(demo_detected) -> None:
+    [revert] = _groups_naming(REVERT_PR)
+
+    assert revert.kind == GroupKind.IMPROVEMENT
+    assert set(revert.alerts.values_list("kind", flat=True)) == {"improvement"}
+    assert not Notification.objects.filter(group=revert).exists()
+    # The tracking issue's PRs made main faster: none of their groups is judged a regression.
+    assert set(AlertGroup.objects.exclude(kind=GroupKind.REGRESSION).values_list("kind", flat=True)) == {
+        GroupKind.IMPROVEMENT
+    }
+
+
+def test_detecting_the_demo_again_creates_and_sends_nothing_new(
+    demo_detected, django_capture_on_commit_callbacks
+) -> None:
+    channels = demo_detected
+    alerts_before = list(AlertGroup.objects.order_by("pk").values_list("pk", "kind", "magnitude_pct"))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        outcome = suite_detect_history(notify=True)
+
+    assert outcome.alerts_created == 0
+    assert list(AlertGroup.objects.order_by("pk").values_list("pk", "kind", "magnitude_pct")) == alerts_before
+    assert (len(channels.inbox.messages), len(channels.slack.requests), len(channels.github.requests)) == (
+        1,
+        1,
+        1,
+    )
