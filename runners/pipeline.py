@@ -28,14 +28,13 @@ from runners.process import log_tail
 from runners.server import failure_line, free_port_pick, server_running, vllm_serve_argv
 from runners.suites import SuiteSpec
 from runners.telemetry import TelemetrySample, TelemetrySampler
-from runners.tiny_model import tiny_model_ensure
+from runners.tiny_model import tiny_model_ensure, tiny_model_name
 
 STAGE_INSTALLING = "installing"
 STAGE_STARTING_SERVER = "starting_server"
 STAGE_BENCHMARKING = "benchmarking"
 HEARTBEAT_INTERVAL_S = 30.0
 TELEMETRY_INTERVAL_S = 2.0
-TINY_MODEL_DIR_NAME = "tiny-llama-v1"
 # Never phone home from a benchmark node, whatever the suite says.
 SERVER_BASE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
 # The tokenizer is local and the server is on this node: no hub, no proxy.
@@ -158,7 +157,7 @@ def _model_prepare(
     """(model to serve, extra serve args, tokenizer for guidellm, commands that made the model)."""
     if suite.serve.local_model is None:
         return suite.serve.model, (), suite.benchmark.tokenizer or suite.serve.model, ()
-    directory = cache_dir / "models" / TINY_MODEL_DIR_NAME
+    directory = cache_dir / "models" / tiny_model_name()
     python = client.executable(name="python")
     tiny_model_ensure(python=python, directory=directory, log_path=log_path)
     command = f"PYTHONPATH=. {shlex.quote(str(python))} -m runners.tiny_model {shlex.quote(str(directory))}"

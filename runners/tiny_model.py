@@ -8,6 +8,7 @@ the web app's: run it there as `<env>/bin/python -m runners.tiny_model DIR`, or 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sys
@@ -64,6 +65,14 @@ TOKENIZER_CONFIG = {
     "chat_template": CHAT_TEMPLATE,
     "clean_up_tokenization_spaces": False,
 }
+
+
+def tiny_model_name() -> str:
+    """A directory name that changes whenever the model's definition does, so a cache never serves an
+    older tiny model under the same name."""
+    definition = json.dumps([CONFIG, TOKENIZER_CONFIG, VOCAB_SIZE, TRAINING_TEXT_BYTES], sort_keys=True)
+    return f"tiny-llama-{hashlib.sha256(definition.encode()).hexdigest()[:10]}"
+
 
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
