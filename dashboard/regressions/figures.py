@@ -24,8 +24,13 @@ def alert_figure(
     base_sha: str,
     head_sha: str,
     commit_url: Callable[[str], str],
+    neighbour_ranges: Sequence[tuple[str, str]] = (),
 ) -> go.Figure:
-    """An alert's series around its range (base, head]; clicking a point opens its commit."""
+    """An alert's series around its range (base, head]; clicking a point opens its commit.
+
+    The means are drawn only as far as they hold: up to the other changes of the same series
+    (`neighbour_ranges`, as (base sha, head sha)) when those fall inside the chart.
+    """
     display = metric_display(metric=alert.series.metric)
     unit = f" {display.unit}" if display.unit else ""
     # Positions on main show unbenchmarked commits as spacing; without them, benchmarked order.
@@ -61,9 +66,11 @@ def alert_figure(
         )
     )
     if base_x is not None and head_x is not None and xs:
+        earlier_heads = [x_of[head] for _, head in neighbour_ranges if x_of.get(head, head_x) < base_x]
+        later_bases = [x_of[base] for base, _ in neighbour_ranges if x_of.get(base, base_x) > head_x]
         for start, end, value, name in (
-            (xs[0], base_x, alert.before_value, "before"),
-            (head_x, xs[-1], alert.after_value, "after"),
+            (max(earlier_heads, default=xs[0]), base_x, alert.before_value, "before"),
+            (head_x, min(later_bases, default=xs[-1]), alert.after_value, "after"),
         ):
             figure.add_trace(
                 go.Scatter(

@@ -42,6 +42,7 @@ class GroupTriageForm(forms.Form):
     alerts = forms.ModelMultipleChoiceField(
         queryset=Alert.objects.none(),
         required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="The alerts the alert status applies to; none ticked means every alert of the group.",
     )
     alert_status = forms.ChoiceField(

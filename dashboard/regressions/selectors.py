@@ -320,6 +320,14 @@ def alert_chart_points(*, alert: Alert, head_commit_id: int, span: int = 30) -> 
     ]
 
 
+def series_change_ranges(*, series_id: int, exclude_alert_id: int | None = None) -> list[tuple[str, str]]:
+    """(base sha, head sha) of every alert on a series that is not triaged invalid."""
+    alerts = Alert.objects.filter(series_id=series_id).exclude(status=TriageStatus.INVALID)
+    if exclude_alert_id is not None:
+        alerts = alerts.exclude(pk=exclude_alert_id)
+    return list(alerts.values_list("group__base_commit__sha", "group__head_commit__sha"))
+
+
 @dataclass(frozen=True)
 class PrecisionRow:
     """How triage judged the detector on one suite and metric (every concurrency and hardware class)."""

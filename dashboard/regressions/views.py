@@ -131,6 +131,7 @@ def alert_figure_json(request: HttpRequest, alert_id: int) -> HttpResponse:
         base_sha=alert.group.base_commit.sha,
         head_sha=alert.group.head_commit.sha,
         commit_url=_commit_url,
+        neighbour_ranges=selectors.series_change_ranges(series_id=alert.series_id, exclude_alert_id=alert.pk),
     )
     return HttpResponse(plotly.io.to_json(figure), content_type="application/json")
 

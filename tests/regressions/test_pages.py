@@ -176,3 +176,17 @@ def test_timeline_markers_point_at_each_group_of_the_suite_and_hardware_but_not_
     ]
     assert markers[0].commit_sha == regression.head_commit.sha
     assert markers[0].position == regression.head_commit.position
+
+
+def test_the_means_stop_at_the_neighbouring_changes_of_the_same_series(history_build) -> None:
+    values = step(before=725.0, after=681.5, at=30, length=90)
+    values = [value * (1.1 if index >= 50 else 1.0) for index, value in enumerate(values)]
+    history = history_build(values={THROUGHPUT: values})
+    suite_detect_history()
+    first = Alert.objects.get(group__head_commit=history.commits[30])
+
+    _, before, after = Client().get(f"/api/alerts/{first.pk}/figure/").json()["data"]
+
+    positions = [commit.position for commit in history.commits]
+    assert before["x"] == [positions[0], positions[29]]
+    assert after["x"] == [positions[30], positions[49]]  # up to the base of the next change
