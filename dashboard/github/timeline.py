@@ -18,9 +18,12 @@ TRACKING_PARAM = "tracking"
 PR_COLOR = "#7c3aed"
 TAG_COLOR = "#475569"
 HIGHLIGHT_COLOR = "#f59e0b"
-# Several PRs drawn on one commit are stacked downwards from the top of the plot, this far apart.
-_STACK_TOP = 0.97
-_STACK_STEP = 0.06
+# Markers are placed in rows from the top of the plot down, each in the first row whose last label is far
+# enough to the left (a share of the x span), so that labels of close PRs do not print over each other.
+_ROW_TOP = 0.97
+_ROW_STEP = 0.07
+_ROWS = 4
+_LABEL_GAP_SHARE = 0.06
 _TITLE_CHARS = 90
 
 
@@ -90,11 +93,17 @@ def markers_draw(
     if not drawn:
         return
     groups: dict[str, list[tuple[Marker, float, float]]] = defaultdict(list)
-    stacked: dict[float, int] = defaultdict(int)
+    drawn.sort(key=lambda marker: x_of[marker.drawn_at_sha])
+    span = max(x_of.values()) - min(x_of.values())
+    row_ends: list[float] = [float("-inf")] * _ROWS
     for marker in drawn:
         x = x_of[marker.drawn_at_sha]
-        y = max(_STACK_TOP - _STACK_STEP * stacked[x], 0.05)
-        stacked[x] += 1
+        row = next(
+            (index for index, end in enumerate(row_ends) if x - end > span * _LABEL_GAP_SHARE),
+            min(range(_ROWS), key=row_ends.__getitem__),
+        )
+        row_ends[row] = x
+        y = _ROW_TOP - _ROW_STEP * row
         groups[marker.tracking or "release tags"].append((marker, x, y))
         highlighted = highlight_pr is not None and marker.pr_number == highlight_pr
         figure.add_shape(
@@ -113,7 +122,7 @@ def markers_draw(
             },
             opacity=0.9 if highlighted else 0.45,
         )
-    for name, entries in groups.items():
+    for name, entries in sorted(groups.items(), key=lambda group: group[0] == "release tags"):
         is_tags = name == "release tags"
         figure.add_trace(
             go.Scatter(

@@ -1,0 +1,182 @@
+"""Shape PR impacts and comparisons into the rows and cells the templates print; no queries here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.http import QueryDict
+from django.utils.http import urlencode
+
+from dashboard.benchmarks.compare import CompareRow, MetricColumn, change_pct_format
+from dashboard.benchmarks.models import HEADLINE_METRICS
+from dashboard.github.selectors import COMPARE_METRICS, CommitRef, MetricChange, PullImpact
+from dashboard.web.metrics import metric_display
+
+# A change smaller than this is within run-to-run noise: printed, but not coloured.
+NOISE_PCT = 1.0
+
+
+@dataclass(frozen=True)
+class ChangeCell:
+    text: str
+    css: str
+    title: str
+
+
+@dataclass(frozen=True)
+class ImpactRow:
+    """One concurrency level of one PR on one suite/hardware; the first row of a scope carries its span."""
+
+    suite: str
+    hardware_class: str
+    concurrency: int
+    cells: tuple[ChangeCell, ...]
+    before: CommitRef
+    after: CommitRef
+    ambiguous: bool
+    other_commits: int
+    other_pull_numbers: tuple[int, ...]
+    scope_rows: int  # rows of this scope when this is its first row, else 0
+
+
+def change_css(improvement_pct: float | None) -> str:
+    if improvement_pct is None or abs(improvement_pct) < NOISE_PCT:
+        return "muted"
+    return "good" if improvement_pct > 0 else "bad"
+
+
+def change_cell(change: MetricChange | None) -> ChangeCell:
+    if change is None:
+        return ChangeCell(text="–", css="muted", title="")
+    display = metric_display(metric=change.metric)
+    unit = f" {display.unit}" if display.unit else ""
+    return ChangeCell(
+        text=change_pct_format(change.change_pct),
+        css=change_css(change.improvement_pct),
+        title=f"{display.format(change.before)} → {display.format(change.after)}{unit}",
+    )
+
+
+def impact_rows(*, impacts: Sequence[PullImpact]) -> list[ImpactRow]:
+    rows = []
+    for impact in impacts:
+        for index, level in enumerate(impact.levels):
+            rows.append(
+                ImpactRow(
+                    suite=impact.suite,
+                    hardware_class=impact.hardware_class,
+                    concurrency=level.concurrency,
+                    cells=tuple(change_cell(change) for change in level.changes),
+                    before=impact.before,
+                    after=impact.after,
+                    ambiguous=impact.ambiguous,
+                    other_commits=impact.other_commits,
+                    other_pull_numbers=impact.other_pull_numbers,
+                    scope_rows=len(impact.levels) if index == 0 else 0,
+                )
+            )
+    return rows
+
+
+def metric_columns() -> list[MetricColumn]:
+    """The headline metrics as compare columns: DESIGN.md's headings and the dashboard's precision."""
+    columns = []
+    for metric in COMPARE_METRICS:
+        display = metric_display(metric=metric)
+        heading = f"{display.short_label} {display.unit}".strip()
+        columns.append(MetricColumn(metric=metric, heading=heading, decimals=display.decimals))
+    return columns
+
+
+@dataclass(frozen=True)
+class CompareCell:
+    base: str
+    head: str
+    change: ChangeCell
+
+
+@dataclass(frozen=True)
+class CompareLevel:
+    concurrency: int
+    cells: tuple[CompareCell | None, ...]  # one per shown column
+
+
+def compare_table(*, rows: Sequence[CompareRow]) -> tuple[list[MetricColumn], list[CompareLevel]]:
+    """Rows per concurrency, a column per headline metric present: the layout of DESIGN.md's table."""
+    columns = [column for column in metric_columns() if any(row.metric == column.metric for row in rows)]
+    by_key = {(row.concurrency, row.metric): row for row in rows}
+    levels = []
+    for concurrency in sorted({row.concurrency for row in rows}):
+        cells: list[CompareCell | None] = []
+        for column in columns:
+            row = by_key.get((concurrency, column.metric))
+            if row is None:
+                cells.append(None)
+                continue
+            improvement = row.change_pct
+            if improvement is not None and not metric_display(metric=row.metric).higher_is_better:
+                improvement = -improvement
+            cells.append(
+                CompareCell(
+                    base=f"{row.base:.{column.decimals}f}",
+                    head=f"{row.head:.{column.decimals}f}",
+                    change=ChangeCell(
+                        text=change_pct_format(row.change_pct), css=change_css(improvement), title=""
+                    ),
+                )
+            )
+        levels.append(CompareLevel(concurrency=concurrency, cells=tuple(cells)))
+    return columns, levels
+
+
+@dataclass(frozen=True)
+class ImpactSort:
+    """How the tracking page orders its PRs: as in the issue, or by the change of ``metric`` at
+    ``concurrency`` on one suite/hardware ``scope``; each choice falls back to a sensible default."""
+
+    scopes: tuple[str, ...]
+    scope: str
+    levels: tuple[int, ...]
+    metric: str
+    concurrency: int | None
+    by_impact: bool
+
+    @property
+    def suite(self) -> str:
+        return self.scope.split("/", 1)[0]
+
+    @property
+    def hardware_class(self) -> str:
+        return self.scope.split("/", 1)[1] if "/" in self.scope else ""
+
+    def query(self, *, by_impact: bool) -> str:
+        return urlencode(
+            {
+                "scope": self.scope,
+                "metric": self.metric,
+                "concurrency": self.concurrency or "",
+                "sort": "impact" if by_impact else "order",
+            }
+        )
+
+
+def impact_sort_parse(*, query: QueryDict, scopes: Sequence[tuple[str, str, tuple[int, ...]]]) -> ImpactSort:
+    """``?sort=impact&scope=suite/hardware&metric=…&concurrency=N``: the first scope, output throughput and
+    the highest level unless the query names valid ones."""
+    levels_of = {f"{suite}/{hardware}": levels for suite, hardware, levels in scopes}
+    scope = query.get("scope", "")
+    scope = scope if scope in levels_of else next(iter(levels_of), "")
+    levels = levels_of.get(scope, ())
+    metric = query.get("metric", "")
+    concurrency_text = query.get("concurrency", "")
+    concurrency = int(concurrency_text) if concurrency_text.isdigit() else None
+    concurrency = concurrency if concurrency in levels else (levels[-1] if levels else None)
+    return ImpactSort(
+        scopes=tuple(levels_of),
+        scope=scope,
+        levels=levels,
+        metric=metric if metric in HEADLINE_METRICS else HEADLINE_METRICS[0],
+        concurrency=concurrency,
+        by_impact=query.get("sort") == "impact" and concurrency is not None,
+    )
