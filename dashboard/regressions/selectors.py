@@ -13,6 +13,7 @@ from django.db.models import Avg, F, Prefetch, QuerySet
 from django.urls import reverse
 
 from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Measurement, Run, RunStatus, Series, Suite
+from dashboard.github.models import PullRequest
 from dashboard.regressions.models import (
     DECIDED_STATUSES,
     Alert,
@@ -275,6 +276,7 @@ class AlertGroupDetail:
     commits: tuple[Commit, ...]
     events: tuple[TriageEvent, ...]
     notifications: tuple[Notification, ...]
+    pull_requests: dict[int, PullRequest]  # by number, for the PRs in the range GitHub told us about
 
 
 def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
@@ -286,12 +288,18 @@ def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
     if group is None:
         return None
     alerts = sorted(group.alerts.select_related("series__suite"), key=alert_order)
+    commits = group_range_commits(group=group)
+    pull_requests = PullRequest.objects.filter(
+        repository_id=group.head_commit.repository_id,
+        number__in=[commit.pr_number for commit in commits if commit.pr_number],
+    )
     return AlertGroupDetail(
         group=group,
         alerts=tuple(alerts),
-        commits=tuple(group_range_commits(group=group)),
+        commits=tuple(commits),
         events=tuple(group.events.select_related("user", "alert__series")),
         notifications=tuple(group.notifications.order_by("channel")),
+        pull_requests={pull.number: pull for pull in pull_requests},
     )
 
 

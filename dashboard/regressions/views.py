@@ -82,7 +82,10 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
             "more_alerts": max(0, len(detail.alerts) - MAX_CHARTS),
             "form": form,
             "culprit": detail.commits[0] if len(detail.commits) == 1 else None,
-            "prs": [commit for commit in detail.commits if commit.pr_number],
+            "commit_rows": [
+                (commit, detail.pull_requests.get(commit.pr_number) if commit.pr_number else None)
+                for commit in detail.commits
+            ],
             "statuses": TriageStatus.choices,
         },
     )

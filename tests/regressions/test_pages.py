@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Series, Suite
+from dashboard.github.models import PullRequest
 from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind, TriageStatus
 from dashboard.regressions.selectors import alert_markers
 from dashboard.regressions.services import alert_upsert, suite_detect_history
@@ -116,13 +117,22 @@ def test_the_group_page_shows_charts_commits_prs_and_no_triage_controls_to_visit
     suite_detect_history()
     group = AlertGroup.objects.get()
     alert = group.alerts.get()
+    culprit = history.commits[40]
+    PullRequest.objects.create(
+        repository=culprit.repository,
+        number=culprit.pr_number,
+        title="[Core] Move sampler metadata preparation onto the scheduler thread",
+        state="merged",
+        merge_commit=culprit,
+    )
 
     response = Client().get(f"/alerts/{group.pk}/")
 
     page = response.content.decode()
     assert response.status_code == 200
     assert f'data-figure-url="/api/alerts/{alert.pk}/figure/"' in page
-    assert f'href="https://github.com/vllm-project/vllm/pull/{history.commits[40].pr_number}"' in page
+    assert f'href="https://github.com/vllm-project/vllm/pull/{culprit.pr_number}"' in page
+    assert 'title="[Core] Move sampler metadata preparation onto the scheduler thread' in page
     assert "sign in as staff" in page and 'name="status"' not in page
 
 
