@@ -1,4 +1,9 @@
+from __future__ import annotations
+
+from typing import Any
+
 from django.contrib import admin, messages
+from django.contrib.admin.options import InlineModelAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -47,8 +52,13 @@ class TrackingIssueAdmin(admin.ModelAdmin):
         "body",
     )
     readonly_fields = fields[3:]
-    inlines = (TrackingIssueItemInline,)
     actions = ("sync_now",)
+
+    def get_inlines(
+        self, request: HttpRequest, obj: TrackingIssue | None
+    ) -> list[type[InlineModelAdmin[Any, Any]]]:
+        # A new issue has no items until its first sync reads them from the body.
+        return [] if obj is None else [TrackingIssueItemInline]
 
     @admin.action(description="Sync the selected tracking issues from GitHub now")
     def sync_now(self, request: HttpRequest, queryset: QuerySet[TrackingIssue]) -> None:
