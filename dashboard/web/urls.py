@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.web import api, views
+from dashboard.web import api, run_views, views
 
 app_name = "web"
 
@@ -9,5 +9,14 @@ urlpatterns = [
     path("suites/", views.suites, name="suites"),
     path("suites/<slug:suite>/", views.suite_timeline, name="suite-timeline"),
     path("commits/<str:sha>/", views.commit_detail, name="commit"),
+    path("runs/", run_views.runs, name="runs"),
+    path("runs/<int:run_id>/", run_views.run_detail, name="run"),
+    path("runs/<int:run_id>/report.json", run_views.run_report, name="run-report"),
+    path("runs/<int:run_id>/retry/", run_views.run_retry, name="run-retry"),
+    path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run-cancel"),
+    path("runners/", run_views.runners, name="runners"),
     path("api/suites/<slug:suite>/figures/<slug:metric>/", api.suite_figure, name="suite-figure"),
+    path("api/runs/live/", run_views.runs_live, name="runs-live"),
+    path("api/runs/<int:run_id>/live/", run_views.run_live, name="run-live"),
+    path("api/runs/<int:run_id>/figures/telemetry/", run_views.run_telemetry, name="run-telemetry"),
 ]

@@ -8,6 +8,7 @@ from typing import Any
 from django import template
 
 from dashboard.benchmarks.models import Run
+from dashboard.web.run_pages import duration_text
 
 register = template.Library()
 
@@ -17,14 +18,7 @@ def run_duration(run: Run) -> str:
     """Wall time of a run as `1 h 02 min`, `14 min 05 s` or `42 s`; empty while it has not finished."""
     if run.started_at is None or run.finished_at is None:
         return ""
-    seconds = int((run.finished_at - run.started_at).total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    if minutes:
-        return f"{minutes} min {seconds:02d} s"
-    return f"{seconds} s"
+    return duration_text(seconds=int((run.finished_at - run.started_at).total_seconds()))
 
 
 @register.filter

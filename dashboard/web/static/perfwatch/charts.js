@@ -4,9 +4,16 @@
  *   <div data-figure-url="/api/...">           fetches the figure JSON ({data, layout})
  *   <div data-figure-data="element-id">        reads it from a json_script block
  *   data-figure-kind="timeline" | "sparkline"  timelines share one zoom, kept in the URL as ?x0=&x1=
+ *   data-figure-kind="plain"                   any other chart: its own zoom, not kept
  *
  * A point whose customdata[0] is a path ("/commits/<sha>/") opens that page when clicked.
  * Forms marked data-autosubmit submit themselves when a choice (select, checkbox) changes.
+ *
+ * Pages that change while one reads them (runs, a running run):
+ *   <div data-live-url="/api/..." data-live-signature="s" data-live-interval="10">
+ *                                              polls the URL; reloads the page when its signature moves
+ *   <span data-elapsed-base="42">              seconds at render; counts on every second
+ *   <button data-copy-target="element-id">     copies that element's text
  */
 (function () {
   "use strict";
@@ -106,6 +113,8 @@
       config.displayModeBar = false;
     } else {
       config.modeBarButtonsToRemove = ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"];
+    }
+    if (kind === "timeline") {
       var zoom = zoomFromUrl();
       if (zoom && layout.xaxis && layout.xaxis.visible !== false) {
         layout.xaxis.range = zoom;
@@ -158,8 +167,66 @@
     });
   }
 
+  // Same words as the server's duration_text: "42 s", "14 min 05 s", "1 h 02 min".
+  function durationText(seconds) {
+    var whole = Math.max(0, Math.floor(seconds));
+    var hours = Math.floor(whole / 3600);
+    var minutes = Math.floor((whole % 3600) / 60);
+    var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    if (hours) return hours + " h " + pad(minutes) + " min";
+    if (minutes) return minutes + " min " + pad(whole % 60) + " s";
+    return whole + " s";
+  }
+
+  // Counted from the page's own load, so the reader's clock never has to agree with the server's.
+  function tickElapsed(elements) {
+    var loaded = Date.now();
+    var tick = function () {
+      var since = (Date.now() - loaded) / 1000;
+      elements.forEach(function (element) {
+        element.textContent = durationText(parseFloat(element.dataset.elapsedBase) + since);
+      });
+    };
+    window.setInterval(tick, 1000);
+  }
+
+  // A hidden tab does not poll; a failed poll is tried again at the next interval.
+  function follow(element) {
+    var seconds = parseFloat(element.dataset.liveInterval) || 10;
+    var poll = function () {
+      if (document.hidden) return;
+      fetch(element.dataset.liveUrl, { headers: { Accept: "application/json" }, cache: "no-store" })
+        .then(function (response) {
+          return response.ok ? response.json() : null;
+        })
+        .then(function (body) {
+          if (body && body.signature && body.signature !== element.dataset.liveSignature) {
+            window.location.reload();
+          }
+        })
+        .catch(function () {});
+    };
+    window.setInterval(poll, seconds * 1000);
+  }
+
+  function copyButton(button) {
+    button.addEventListener("click", function () {
+      var target = document.getElementById(button.dataset.copyTarget);
+      if (!target || !navigator.clipboard) return;
+      navigator.clipboard.writeText(target.textContent).then(function () {
+        var label = button.textContent;
+        button.textContent = "Copied";
+        window.setTimeout(function () { button.textContent = label; }, 1500);
+      });
+    });
+  }
+
   function start() {
     document.querySelectorAll("form[data-autosubmit]").forEach(autosubmit);
+    document.querySelectorAll("[data-live-url]").forEach(follow);
+    document.querySelectorAll("button[data-copy-target]").forEach(copyButton);
+    var elapsed = document.querySelectorAll("[data-elapsed-base]");
+    if (elapsed.length) tickElapsed(Array.prototype.slice.call(elapsed));
     var elements = document.querySelectorAll("[data-figure-url], [data-figure-data]");
     if (!elements.length) return;
     if (!window.Plotly) {
