@@ -85,6 +85,11 @@ def test_runs_and_runners_pages_render_without_errors(browser, vllm_cpu_report) 
 
     _open(browser, f"/runs/{failed.pk}/", name="run-failed")
     assert browser.page.locator("details#log-server").get_attribute("open") == ""
+    # A log's tail is what tells why: a long one opens scrolled to its end.
+    Run.objects.filter(pk=failed.pk).update(logs={"server": "".join(f"line {n}\n" for n in range(400))})
+    _open(browser, f"/runs/{failed.pk}/", name="run-failed-long-log")
+    scrolled = "pre => pre.scrollTop > 0 && pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 1"
+    assert browser.page.locator("details#log-server pre").evaluate(scrolled)
 
     _open(browser, "/runners/", name="runners")
     assert browser.page.locator(".runners-table tbody tr").count() == 4

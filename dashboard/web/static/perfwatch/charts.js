@@ -14,6 +14,7 @@
  *                                              polls the URL; reloads the page when its signature moves
  *   <span data-elapsed-base="42">              seconds at render; counts on every second
  *   <button data-copy-target="element-id">     copies that element's text
+ *   <pre data-scroll-end>                      shows its end (a log's tail), also when its <details> opens
  */
 (function () {
   "use strict";
@@ -221,10 +222,18 @@
     });
   }
 
+  function scrollToEnd(element) {
+    var show = function () { element.scrollTop = element.scrollHeight; };
+    show();
+    var details = element.closest("details");
+    if (details) details.addEventListener("toggle", show);
+  }
+
   function start() {
     document.querySelectorAll("form[data-autosubmit]").forEach(autosubmit);
     document.querySelectorAll("[data-live-url]").forEach(follow);
     document.querySelectorAll("button[data-copy-target]").forEach(copyButton);
+    document.querySelectorAll("[data-scroll-end]").forEach(scrollToEnd);
     var elapsed = document.querySelectorAll("[data-elapsed-base]");
     if (elapsed.length) tickElapsed(Array.prototype.slice.call(elapsed));
     var elements = document.querySelectorAll("[data-figure-url], [data-figure-data]");
