@@ -10,6 +10,7 @@ PYTHON ?= $(firstword $(shell for p in python3.14 python3.13 python3.12 python3;
 	&& command -v $$p; done; ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python3 2>/dev/null))
 HOST ?= 127.0.0.1
 PORT ?= 8000
+DEMO_ENV := PERFWATCH_DEMO=1 DATABASE_URL=sqlite:///$(CURDIR)/var/demo.sqlite3
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/perfwatch
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
@@ -27,10 +28,12 @@ $(BIN)/.installed: pyproject.toml
 	@touch $@
 
 demo: $(BIN)/.installed
-	PERFWATCH_DEMO=1 DATABASE_URL=sqlite:///$(CURDIR)/var/demo.sqlite3 $(BIN)/python manage.py migrate --no-input
-	PERFWATCH_DEMO=1 DATABASE_URL=sqlite:///$(CURDIR)/var/demo.sqlite3 $(BIN)/python manage.py load_demo
+	$(DEMO_ENV) $(BIN)/python manage.py migrate --no-input
+	$(DEMO_ENV) $(BIN)/python manage.py load_demo
+	$(DEMO_ENV) $(BIN)/python manage.py load_demo_github
+	$(DEMO_ENV) $(BIN)/python manage.py detect_alerts
 	@echo "PerfWatch demo: http://$(HOST):$(PORT)/"
-	PERFWATCH_DEMO=1 DATABASE_URL=sqlite:///$(CURDIR)/var/demo.sqlite3 $(BIN)/python manage.py runserver $(HOST):$(PORT)
+	$(DEMO_ENV) $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 services:
 	@command -v pg_ctlcluster >/dev/null || { apt-get update -qq && apt-get install -y -qq postgresql; }

@@ -75,6 +75,7 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start when it is missing
 # plotly.js is served from the installed plotly package: no CDN, and the version always matches.
 STATICFILES_DIRS = [("plotly", Path(plotly.__file__).resolve().parent / "package_data")]
 STORAGES = {

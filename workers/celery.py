@@ -19,6 +19,7 @@ app.conf.worker_prefetch_multiplier = 1
 app.conf.broker_connection_retry_on_startup = True
 app.conf.broker_transport_options = {"visibility_timeout": 3600}
 app.autodiscover_tasks(["workers"], related_name="tasks")
+app.autodiscover_tasks(["workers"], related_name="presence")
 app.conf.beat_schedule = {
     "requeue-expired-runs": {"task": "perfwatch.runs_requeue_expired", "schedule": 60.0},
     "schedule-new-commits": {"task": "perfwatch.runs_schedule", "schedule": 300.0},

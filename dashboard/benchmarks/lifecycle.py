@@ -281,7 +281,7 @@ def runs_requeue_expired() -> list[int]:
                 run.save(update_fields=["status", "finished_at", "failure_reason", "lease_expires_at"])
                 continue
             run.status, run.failure_reason, run.lease_expires_at = RunStatus.QUEUED, f"requeued: {lost}", None
-            run.stage_durations, run.stage_started_at = {}, None
+            run.stage_durations, run.stage_started_at, run.queued_at = {}, None, now
             run.save(
                 update_fields=[
                     "status",
@@ -289,6 +289,7 @@ def runs_requeue_expired() -> list[int]:
                     "lease_expires_at",
                     "stage_durations",
                     "stage_started_at",
+                    "queued_at",
                 ]
             )
             _dispatch(run)
@@ -321,6 +322,7 @@ def run_retry(*, run_id: int, user: AbstractBaseUser | AnonymousUser) -> Run:
         if run.source != Run.Source.RUNNER:
             raise RunActionRefused("an ingested report has nothing to run again")
         run.status, run.failure_reason, run.attempt = RunStatus.QUEUED, f"retried by {user}", 0
+        run.queued_at = timezone.now()
         run.started_at = run.finished_at = run.lease_expires_at = run.stage_started_at = None
         run.stage_durations, run.logs = {}, {}
         run.save()
@@ -340,9 +342,8 @@ def run_execute(*, run_id: int, runner_name: str, hardware_class: str) -> RunSta
         hardware_class = (
             Run.objects.filter(pk=run_id).values_list("hardware_class", flat=True).first() or "unknown"
         )
-    runner = runner_register(
-        name=runner_name, hardware_class=hardware_class, environment=environment_fingerprint()
-    )
+    node_environment = environment_fingerprint()
+    runner = runner_register(name=runner_name, hardware_class=hardware_class, environment=node_environment)
     run = run_claim(run_id=run_id, runner=runner)
     if run is None:
         logger.info("run %s is not queued any more: nothing to do", run_id)
@@ -381,6 +382,7 @@ def run_execute(*, run_id: int, runner_name: str, hardware_class: str) -> RunSta
             runner=runner,
             reason=f"{error.stage}: {error.reason}",
             logs=_log_tails(work_dir) or ({error.stage: error.log_tail} if error.log_tail else {}),
+            environment=node_environment,
         )
         return RunStatus.FAILED
     close_old_connections()

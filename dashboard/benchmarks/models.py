@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from django.db import models
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 HEADLINE_METRICS: tuple[str, ...] = (
     "output_throughput_tok_s",
@@ -162,7 +163,7 @@ class Run(models.Model):
         max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
     )
     failure_reason = models.CharField(max_length=500, blank=True)
-    queued_at = models.DateTimeField(auto_now_add=True)
+    queued_at = models.DateTimeField(default=timezone.now, help_text="When it last entered the queue")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     environment = models.JSONField(default=dict, blank=True, help_text="Fingerprint: GPU, driver, versions")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.benchmarks.demo import TRACKING_PRS
+from dashboard.benchmarks.demo import OPEN_TRACKING_PR, TRACKING_PRS
 from dashboard.benchmarks.models import Commit
 from dashboard.benchmarks.services import repository_default
 from dashboard.github.models import CommitRevert, PullRequest, PullRequestState, Tag
@@ -20,7 +20,7 @@ DEMO_ISSUE_NUMBER = 50587
 DEMO_ISSUE_TITLE = "[RFC][Tracking]: Kimi K3 Performance Optimization"
 DEMO_BASE_TAG = "v0.27.1"
 # Listed in the issue but not merged yet: the page shows it open, without figures.
-DEMO_OPEN_PR = (53611, "[Spec Decode] DCP for the DSpark speculator")
+DEMO_OPEN_PR = (OPEN_TRACKING_PR, "[Spec Decode] DCP for the DSpark speculator")
 
 
 class DemoCommitsMissing(Exception):

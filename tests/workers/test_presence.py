@@ -1,0 +1,38 @@
+"""An idle runner node keeps its heartbeat fresh, so the runners page can tell idle from dead."""
+
+import pytest
+
+from dashboard.benchmarks.models import Runner
+from tests.workers.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_an_idle_runner_worker_registers_and_beats(start_worker) -> None:
+    start_worker(
+        name="cpu-idle",
+        queue="runner.cpu",
+        extra_env={"PERFWATCH_RUNNER_HARDWARE_CLASS": "cpu", "PERFWATCH_HEARTBEAT_S": "1"},
+    )
+    wait_for(lambda: Runner.objects.filter(name="cpu-idle").exists(), timeout_s=60, what="the runner row")
+    first = Runner.objects.get(name="cpu-idle").last_heartbeat_at
+    wait_for(
+        lambda: Runner.objects.get(name="cpu-idle").last_heartbeat_at != first,
+        timeout_s=30,
+        what="a second beat",
+    )
+    assert Runner.objects.get(name="cpu-idle").hardware_class == "cpu"
+
+
+def test_a_control_worker_is_not_a_runner(start_worker, tmp_path) -> None:
+    import time
+
+    start_worker(
+        name="control", queue="default", extra_env={"PERFWATCH_RUNNER_NAME": "", "PERFWATCH_HEARTBEAT_S": "1"}
+    )
+    log = tmp_path / "worker-control.log"
+    wait_for(
+        lambda: log.exists() and "ready." in log.read_text(), timeout_s=60, what="the worker to be ready"
+    )
+    time.sleep(3)  # three heartbeat intervals: a runner would have registered by now
+    assert not Runner.objects.exists()
