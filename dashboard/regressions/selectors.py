@@ -397,15 +397,14 @@ class AlertMarker:
     label: str = ""
 
 
-def alert_markers(*, suite: Suite, hardware_class: str) -> list[AlertMarker]:
-    """Markers for the alert groups touching a suite on a hardware class, oldest first; false positives
-    (`invalid`) are left out. One query."""
+def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = None) -> list[AlertMarker]:
+    """Markers for the alert groups touching a suite on a hardware class (and `metric`, when given), oldest
+    first; false positives (`invalid`) are left out. One query."""
+    alerts = Alert.objects.filter(series__suite=suite, series__hardware_class=hardware_class)
+    if metric:
+        alerts = alerts.filter(series__metric=metric)
     groups = (
-        AlertGroup.objects.filter(
-            pk__in=Alert.objects.filter(series__suite=suite, series__hardware_class=hardware_class).values(
-                "group_id"
-            )
-        )
+        AlertGroup.objects.filter(pk__in=alerts.values("group_id"))
         .exclude(status=TriageStatus.INVALID)
         .select_related("head_commit")
         .order_by(F("head_commit__position").asc(nulls_last=True), "pk")

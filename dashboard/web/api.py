@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 from dashboard.benchmarks import selectors
 from dashboard.benchmarks.models import Suite
 from dashboard.github.selectors import timeline_markers
+from dashboard.regressions.selectors import alert_markers
 from dashboard.web.figures import timeline_figure
 from dashboard.web.filters import FilterInvalid, timeline_filters_parse
 from dashboard.web.views import commit_url_builder
@@ -38,5 +39,8 @@ def suite_figure(request: HttpRequest, suite: str, metric: str) -> HttpResponse:
         commit_order=[point.commit_sha for item in series for point in item.points],
         tracking=filters.tracking,
     )
-    figure = timeline_figure(metric=metric, series=series, commit_url=commit_url_builder(), markers=markers)
+    alerts = alert_markers(suite=suite_row, hardware_class=filters.hardware_class, metric=metric)
+    figure = timeline_figure(
+        metric=metric, series=series, commit_url=commit_url_builder(), markers=markers, alerts=alerts
+    )
     return HttpResponse(plotly.io.to_json(figure), content_type="application/json")

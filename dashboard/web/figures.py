@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 from dashboard.benchmarks.selectors import TimelinePoint, TimelineSeries
 from dashboard.github.selectors import Marker
 from dashboard.github.timeline import markers_draw
+from dashboard.regressions.selectors import AlertMarker
+from dashboard.regressions.timeline import alert_markers_draw
 from dashboard.web.metrics import MetricDisplay, metric_display
 
 # One colour per concurrency level, fixed by the level itself so a line keeps its colour whatever is
@@ -138,7 +140,12 @@ def _value_format(display: MetricDisplay) -> str:
 
 
 def timeline_figure(
-    *, metric: str, series: Sequence[TimelineSeries], commit_url: CommitUrl, markers: Sequence[Marker] = ()
+    *,
+    metric: str,
+    series: Sequence[TimelineSeries],
+    commit_url: CommitUrl,
+    markers: Sequence[Marker] = (),
+    alerts: Sequence[AlertMarker] = (),
 ) -> go.Figure:
     """One line per concurrency level of `metric` along main; clicking a point opens its commit. `markers`
     (tracking-issue PRs, release tags) are drawn at the benchmarked commits they name."""
@@ -193,6 +200,7 @@ def timeline_figure(
         title_text="" if by_position else "benchmarked commits, oldest → newest",
     )
     markers_draw(figure=figure, markers=markers, x_of=x_of)
+    alert_markers_draw(figure=figure, markers=alerts, x_of=x_of)
     if not series:
         figure.add_annotation(
             text="No measurements for these filters",

@@ -1,0 +1,50 @@
+"""Alert groups are drawn on the timelines, on the charts of the metrics they concern."""
+
+import pytest
+from django.test import Client
+
+from dashboard.benchmarks.demo import DEMO_SUITE, REGRESSION_PR, demo_load
+from dashboard.regressions.models import AlertGroup
+from dashboard.regressions.services import suite_detect_history
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def detected_demo() -> None:
+    demo_load()
+    suite_detect_history(suite_name=DEMO_SUITE)
+
+
+def _alert_trace(client: Client, metric: str) -> dict:
+    figure = client.get(f"/api/suites/{DEMO_SUITE}/figures/{metric}/").json()
+    traces = [trace for trace in figure["data"] if trace.get("meta", {}).get("kind") == "alerts"]
+    assert len(traces) == 1
+    return traces[0]
+
+
+def test_the_demo_regression_is_drawn_on_the_throughput_chart_and_opens_its_group(
+    detected_demo, client
+) -> None:
+    regression = AlertGroup.objects.get(kind="regression")
+    assert regression.head_commit.pr_number == REGRESSION_PR
+    trace = _alert_trace(client, "output_throughput_tok_s")
+    urls = [point[0] for point in trace["customdata"]]
+    assert f"/alerts/{regression.pk}/" in urls
+    assert trace["marker"]["color"][urls.index(f"/alerts/{regression.pk}/")] == "#dc2626"
+
+
+def test_a_chart_only_shows_the_groups_of_its_own_metric(detected_demo, client) -> None:
+    throughput_groups = set(
+        AlertGroup.objects.filter(alerts__series__metric="output_throughput_tok_s").values_list(
+            "pk", flat=True
+        )
+    )
+    trace = _alert_trace(client, "output_throughput_tok_s")
+    assert {int(point[0].strip("/").split("/")[-1]) for point in trace["customdata"]} == throughput_groups
+
+
+def test_navigation_reaches_every_section(client) -> None:
+    page = client.get("/").content.decode()
+    for path in ("/alerts/", "/tracking/", "/compare/", "/runs/", "/runners/"):
+        assert f'href="{path}"' in page
