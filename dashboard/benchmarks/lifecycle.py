@@ -466,11 +466,21 @@ def runs_enqueue_versions(*, suite: Suite, versions: list[str], release_commits:
         if not _VERSION.match(version):
             raise VersionUnknown(f"{version!r} is not a release version such as 0.32.0")
         sha = release_commits.get(version)
-        if sha is None:
-            raise VersionUnknown(f"no commit known for v{version}: pass --commit {version}=SHA")
-        commit = commit_ensure(sha=sha)
+        commit = commit_ensure(sha=sha) if sha else _release_tag_commit(f"v{version}")
+        if commit is None:
+            raise VersionUnknown(
+                f"no commit known for v{version}: sync the history with its tags (manage.py sync_commits) "
+                f"or pass --commit {version}=SHA"
+            )
         runs.append(run_enqueue(commit=commit, suite=suite, version=version, forced=True))
     return runs
+
+
+def _release_tag_commit(name: str) -> Commit | None:
+    from dashboard.github.models import Tag  # the GitHub app keeps the tags of the synced history
+
+    tag = Tag.objects.select_related("commit").filter(name=name, commit__isnull=False).first()
+    return tag.commit if tag is not None else None
 
 
 def runs_schedule_all() -> list[Run]:

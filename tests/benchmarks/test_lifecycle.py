@@ -154,3 +154,30 @@ def test_scheduler_respects_the_oldest_supported_commit(monkeypatch) -> None:
     )
     runs = lifecycle.runs_schedule(suite=suite, queue_depth=10)
     assert sorted(run.commit.position or 0 for run in runs) == [3, 4]
+
+
+def test_release_runs_attach_to_their_tag_or_a_given_commit(monkeypatch) -> None:
+    from dashboard.benchmarks.services import repository_default
+    from dashboard.github.models import Tag
+
+    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: None)
+    suite = cast(
+        Suite,
+        SuiteFactory(
+            name="tiny-llama-cpu", hardware_class="cpu", install_settings={"method": "pypi_release"}
+        ),
+    )
+    tagged = cast(Commit, CommitFactory())
+    Tag.objects.create(repository=repository_default(), name="v0.31.0", sha=tagged.sha, commit=tagged)
+
+    runs = lifecycle.runs_enqueue_versions(
+        suite=suite, versions=["0.31.0", "0.32.0"], release_commits={"0.32.0": "ab" * 20}
+    )
+    assert [(run.vllm_version_requested, run.commit.sha, run.forced) for run in runs] == [
+        ("0.31.0", tagged.sha, True),
+        ("0.32.0", "ab" * 20, True),
+    ]
+    with pytest.raises(lifecycle.VersionUnknown, match=r"no commit known for v0\.30\.0"):
+        lifecycle.runs_enqueue_versions(suite=suite, versions=["0.30.0"], release_commits={})
+    with pytest.raises(lifecycle.VersionUnknown, match="not a release version"):
+        lifecycle.runs_enqueue_versions(suite=suite, versions=["latest"], release_commits={})
