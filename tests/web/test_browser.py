@@ -30,6 +30,17 @@ POINTS_PER_TRACE = """
   .map(gd => gd.data.map(trace => trace.x.length))
 """
 
+POINTS_PER_TRACE_BY_LEVEL = """
+() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .filter(gd => gd.dataset.figureKind === 'timeline')
+  .map(gd => gd.data.filter(trace => !trace.meta).map(trace => trace.x.length))
+"""
+TRACE_KINDS = """
+() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .filter(gd => gd.dataset.figureKind === 'timeline')
+  .map(gd => gd.data.filter(trace => trace.meta).map(trace => trace.meta.kind))
+"""
+
 
 class BrowserPage:
     def __init__(self, page: Page, base_url: str) -> None:
@@ -144,14 +155,17 @@ def test_overview_draws_a_sparkline_per_suite(browser, build_history) -> None:
 
 def test_demo_timeline_screenshot(browser, settings) -> None:
     settings.PERFWATCH_DEMO = True
-    call_command("load_demo")
+    for command in ("load_demo", "load_demo_github", "detect_alerts"):  # what `make demo` loads
+        call_command(command)
 
     browser.open("/suites/kimi-k3-8k1k/")
 
     assert "Demo data" in browser.page.locator(".demo-banner").text_content()
-    counts = browser.page.evaluate(POINTS_PER_TRACE)
+    counts = browser.page.evaluate(POINTS_PER_TRACE_BY_LEVEL)
     assert len(counts) == len(HEADLINE_METRICS) and all(len(traces) == 3 for traces in counts)
     assert all(200 < n < 360 for traces in counts for n in traces)  # a few hundred commits, some gaps
+    kinds = browser.page.evaluate(TRACE_KINDS)
+    assert all({"markers", "alerts"} <= set(chart) for chart in kinds[:1])  # PRs and alerts are drawn
     SCREENSHOT.parent.mkdir(exist_ok=True)
     browser.page.screenshot(path=str(SCREENSHOT), full_page=True)
     assert browser.console_errors == []
