@@ -391,10 +391,12 @@ def _detection_send(run_id: int) -> None:
 
     try:
         detect_series.apply_async(args=(run_id,), retry=True, retry_policy={"max_retries": 2})
-    except Exception:
+    except Exception as error:
         # The stored run must not fail because the broker is away (the embedded demo has none); the
         # periodic sweep of recent runs picks it up.
-        logger.warning("could not enqueue detection for run %s", run_id, exc_info=True)
+        logger.warning(
+            "could not enqueue detection for run %s (%s): the periodic sweep will catch up", run_id, error
+        )
 
 
 # Triage
