@@ -25,7 +25,7 @@ from runners.guidellm_report import GuidellmReport
 from runners.install import InstalledEnv, WheelIndexUnreachable, guidellm_env_ensure, vllm_env_ensure
 from runners.metrics import MetricsSnapshot, MetricsUnreadable
 from runners.process import log_tail
-from runners.server import failure_line, free_port_pick, server_running, vllm_serve_argv
+from runners.server import failure_line, free_port_pick, server_running, server_warm_up, vllm_serve_argv
 from runners.suites import SuiteSpec
 from runners.telemetry import TelemetrySample, TelemetrySampler
 from runners.tiny_model import tiny_model_ensure, tiny_model_name
@@ -254,6 +254,11 @@ def benchmark_execute(
                     start_timeout_s=suite.timeouts.server_start_s,
                     cancel=cancel,
                 ) as server:
+                    warm_up_s = server_warm_up(
+                        base_url=server.base_url,
+                        model=suite.serve.model,
+                        timeout_s=suite.timeouts.server_start_s,
+                    )
                     fingerprint = environment_fingerprint(
                         vllm_python=server_env.executable(name="python"),
                         guidellm_python=client_env.executable(name="python"),
@@ -265,6 +270,7 @@ def benchmark_execute(
                         "hardware_class": suite.hardware_class,
                         "vllm_commit": commit_sha,
                         "server_startup_s": round(server.startup_s, 3),
+                        "server_warm_up_s": round(warm_up_s, 3),
                     }
                     metrics_before = _metrics_scrape(scrape=server.metrics, when="before", warnings=warnings)
 

@@ -142,3 +142,26 @@ def server_running(
         )
     finally:
         process_group_terminate(process=process, grace_s=stop_grace_s)
+
+
+def server_warm_up(*, base_url: str, model: str, timeout_s: float) -> float:
+    """Send one short completion and wait for it; return how long it took in seconds.
+
+    A freshly started server pays one-time costs (kernel selection, allocator growth) on its first
+    request; on a small CPU that alone outlasts a short benchmark level, which then measures nothing.
+    """
+    body = json.dumps({"model": model, "prompt": "Warm up", "max_tokens": 8, "temperature": 0}).encode()
+    request = urllib.request.Request(
+        f"{base_url}/v1/completions", data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    started = time.monotonic()
+    try:
+        with _LOCAL_OPENER.open(request, timeout=timeout_s) as response:
+            response.read()
+    except urllib.error.HTTPError as error:
+        raise ServerFailed(
+            reason=f"warm-up request failed: HTTP {error.code} {error.reason}", log_tail=""
+        ) from None
+    except (urllib.error.URLError, OSError) as error:
+        raise ServerFailed(reason=f"warm-up request failed: {error}", log_tail="") from None
+    return time.monotonic() - started

