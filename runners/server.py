@@ -52,9 +52,14 @@ def _healthy(*, base_url: str) -> bool:
     return True
 
 
+def _noise(line: str) -> bool:
+    # Python's shutdown chatter (leaked semaphores) says nothing about why a step failed.
+    return "resource_tracker" in line or line.strip().startswith("warnings.warn(")
+
+
 def failure_line(*, tail: str) -> str:
     """The most telling line of a log tail: the last one naming an error, else the last line."""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    lines = [line.strip() for line in tail.splitlines() if line.strip() and not _noise(line)]
     if not lines:
         return "no output"
     for line in reversed(lines):

@@ -125,3 +125,16 @@ def test_a_failing_warm_up_is_a_server_failure_with_the_reason(fake_vllm, tmp_pa
         server_warm_up(base_url=server.base_url, model="tiny", timeout_s=10)
 
     assert raised.value.reason == "warm-up request failed: HTTP 500 engine dead"
+
+
+def test_failure_line_skips_python_shutdown_chatter():
+    tail = (
+        "INFO Benchmark 1 (concurrent@1): started | elapsed=0.0s | successful=0 errored=0\n"
+        "/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: resource_tracker: "
+        "There appear to be 61 leaked semaphore objects to clean up at shutdown\n"
+        "  warnings.warn('resource_tracker: There appear to be %d '\n"
+    )
+    assert (
+        failure_line(tail=tail)
+        == "INFO Benchmark 1 (concurrent@1): started | elapsed=0.0s | successful=0 errored=0"
+    )
