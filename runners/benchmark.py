@@ -98,6 +98,7 @@ def benchmark_run(
             stage="benchmarking",
             reason=f"guidellm {what}: {failure_line(tail=exc.log_tail)}",
             log_tail=exc.log_tail,
+            retryable=exc.timed_out,
         ) from exc
     if not report_path.is_file():
         tail = log_tail(path=log_path)

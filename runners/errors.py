@@ -52,10 +52,12 @@ class ServerFailed(RunnerError):
 
 
 class RunFailed(RunnerError):
-    """A benchmark run failed at a stage; `reason` is one line, `log_tail` the evidence."""
+    """A benchmark run failed at a stage; `reason` is one line, `log_tail` the evidence. `retryable` marks
+    a failure that another attempt may not meet (a step that timed out), unlike a deterministic one."""
 
-    def __init__(self, *, stage: str, reason: str, log_tail: str = "") -> None:
+    def __init__(self, *, stage: str, reason: str, log_tail: str = "", retryable: bool = False) -> None:
         self.stage = stage
         self.reason = reason
         self.log_tail = log_tail
+        self.retryable = retryable
         super().__init__(f"{stage}: {reason}")

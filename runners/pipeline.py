@@ -142,7 +142,9 @@ def _failures_as_run_failed(stages: _Stages) -> Iterator[None]:
     except CommandFailed as exc:
         what = "timed out" if exc.timed_out else f"exited with status {exc.returncode}"
         reason = f"{Path(exc.argv[0]).name} {what}: {failure_line(tail=exc.log_tail)}"
-        raise RunFailed(stage=stages.current, reason=_one_line(reason), log_tail=exc.log_tail) from exc
+        raise RunFailed(
+            stage=stages.current, reason=_one_line(reason), log_tail=exc.log_tail, retryable=exc.timed_out
+        ) from exc
     except ServerFailed as exc:
         raise RunFailed(stage=stages.current, reason=_one_line(exc.reason), log_tail=exc.log_tail) from exc
     except (InstallRefused, WheelIndexUnreachable, Cancelled, RunnerError) as exc:

@@ -259,6 +259,24 @@ def run_fail(
         run.save()
 
 
+def run_requeue_after_timeout(*, run_id: int, runner: Runner, reason: str) -> bool:
+    """Queue a held run again after a step timed out, while it has attempts left; False when it has none."""
+    line = " ".join(reason.split())[:400]
+    with transaction.atomic():
+        run = _owned(run_id, runner).select_for_update().select_related("suite").first()
+        if run is None or run.attempt >= run.max_attempts:
+            return False
+        run.status, run.failure_reason = (
+            RunStatus.QUEUED,
+            f"attempt {run.attempt} timed out, retrying: {line}",
+        )
+        run.queued_at, run.lease_expires_at = timezone.now(), None
+        run.stage_durations, run.stage_started_at = {}, None
+        run.save()
+        _dispatch(run)
+    return True
+
+
 def runs_requeue_expired() -> list[int]:
     """Requeue runs whose runner stopped renewing its lease; fail them after their last attempt."""
     now = timezone.now()
@@ -377,6 +395,10 @@ def run_execute(*, run_id: int, runner_name: str, hardware_class: str) -> RunSta
         return None
     except RunFailed as error:
         close_old_connections()
+        if error.retryable and run_requeue_after_timeout(
+            run_id=run_id, runner=runner, reason=f"{error.stage}: {error.reason}"
+        ):
+            return RunStatus.QUEUED
         run_fail(
             run_id=run_id,
             runner=runner,

@@ -181,3 +181,20 @@ def test_release_runs_attach_to_their_tag_or_a_given_commit(monkeypatch) -> None
         lifecycle.runs_enqueue_versions(suite=suite, versions=["0.30.0"], release_commits={})
     with pytest.raises(lifecycle.VersionUnknown, match="not a release version"):
         lifecycle.runs_enqueue_versions(suite=suite, versions=["latest"], release_commits={})
+
+
+def test_a_timed_out_step_is_retried_within_the_attempt_budget(queued_run) -> None:
+    runner = _runner()
+    for attempt in range(1, 3):
+        lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
+        assert lifecycle.run_requeue_after_timeout(
+            run_id=queued_run.pk, runner=runner, reason="benchmarking: x"
+        )
+        run = Run.objects.get(pk=queued_run.pk)
+        assert (run.status, run.attempt) == (RunStatus.QUEUED, attempt)
+        assert run.failure_reason == f"attempt {attempt} timed out, retrying: benchmarking: x"
+    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
+    assert not lifecycle.run_requeue_after_timeout(
+        run_id=queued_run.pk, runner=runner, reason="benchmarking: x"
+    )
+    assert Run.objects.get(pk=queued_run.pk).status == RunStatus.INSTALLING  # the caller now fails it

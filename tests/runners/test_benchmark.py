@@ -103,16 +103,18 @@ def test_failing_client_fails_the_run_with_its_error_line(tmp_path):
     assert raised.value.reason == (
         "guidellm exited with status 1: httpx.ConnectError: All connection attempts failed"
     )
+    assert not raised.value.retryable
     assert "fake guidellm fail" in raised.value.log_tail
 
 
 def test_client_past_its_timeout_is_killed_and_fails_the_run(tmp_path):
     started = time.monotonic()
 
-    with pytest.raises(RunFailed, match="guidellm timed out after 2 s"):
+    with pytest.raises(RunFailed, match="guidellm timed out after 2 s") as raised:
         run_fake(tmp_path, mode="hang", timeout_s=2)
 
     assert time.monotonic() - started < 2 + 10 + 5
+    assert raised.value.retryable  # a hang may not happen again; another attempt is worth it
 
 
 def test_stale_report_of_an_earlier_attempt_is_never_taken_for_this_one(tmp_path):
