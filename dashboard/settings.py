@@ -111,6 +111,7 @@ PERFWATCH_RUNNER_NAME = env.str("PERFWATCH_RUNNER_NAME", default="")
 PERFWATCH_RUNNER_HARDWARE_CLASS = env.str("PERFWATCH_RUNNER_HARDWARE_CLASS", default="")
 PERFWATCH_RUN_LEASE_S = env.int("PERFWATCH_RUN_LEASE_S", default=180)
 PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)
+PERFWATCH_QUEUED_REDISPATCH_S = env.int("PERFWATCH_QUEUED_REDISPATCH_S", default=6 * 3600)
 PERFWATCH_WORK_DIR = env.str("PERFWATCH_WORK_DIR", default=str(BASE_DIR / "var" / "runs"))
 
 # GitHub: main's history from a bare mirror (or the REST API), tracking issues, and the webhook.

@@ -38,9 +38,11 @@ def benchmark_run(run_id: int) -> str | None:
     max_retries=3,
 )
 def runs_requeue_expired() -> list[int]:
+    """Requeue runs whose runner died, and resend messages the broker may have lost."""
+    from dashboard.benchmarks.lifecycle import runs_redispatch_stale
     from dashboard.benchmarks.lifecycle import runs_requeue_expired as requeue
 
-    return requeue()
+    return requeue() + runs_redispatch_stale()
 
 
 def _hostname() -> str:

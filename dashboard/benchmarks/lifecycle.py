@@ -103,6 +103,7 @@ def _dispatch(run: Run) -> None:
     run_id, queue = run.pk, _runner_queue(run.hardware_class)
     # The task may take as long as its suite's steps together, and a margin for storing.
     budget_s = int(sum(float(v) for v in run.suite.timeouts.values()) or 3 * 3600) + 600
+    Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
     transaction.on_commit(
         lambda: benchmark_run.apply_async(
             args=(run_id,), queue=queue, soft_time_limit=budget_s, time_limit=budget_s + 120
@@ -503,6 +504,19 @@ def _release_tag_commit(name: str) -> Commit | None:
 
     tag = Tag.objects.select_related("commit").filter(name=name, commit__isnull=False).first()
     return tag.commit if tag is not None else None
+
+
+def runs_redispatch_stale() -> list[int]:
+    """Send the message again for runs queued long ago: the broker may have lost it (a restart without
+    persistence, a flushed queue). A copy that was not lost is harmless, as a run is claimed once."""
+    stale_before = timezone.now() - timedelta(seconds=settings.PERFWATCH_QUEUED_REDISPATCH_S)
+    runs = Run.objects.filter(status=RunStatus.QUEUED, dispatched_at__lt=stale_before).select_related("suite")
+    redispatched = []
+    with transaction.atomic():
+        for run in runs.select_for_update(skip_locked=True):
+            _dispatch(run)
+            redispatched.append(run.pk)
+    return redispatched
 
 
 def runs_schedule_all() -> list[Run]:

@@ -164,6 +164,7 @@ class Run(models.Model):
     )
     failure_reason = models.CharField(max_length=500, blank=True)
     queued_at = models.DateTimeField(default=timezone.now, help_text="When it last entered the queue")
+    dispatched_at = models.DateTimeField(null=True, blank=True, help_text="When its message last went out")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     environment = models.JSONField(default=dict, blank=True, help_text="Fingerprint: GPU, driver, versions")

@@ -198,3 +198,24 @@ def test_a_timed_out_step_is_retried_within_the_attempt_budget(queued_run) -> No
         run_id=queued_run.pk, runner=runner, reason="benchmarking: x"
     )
     assert Run.objects.get(pk=queued_run.pk).status == RunStatus.INSTALLING  # the caller now fails it
+
+
+def test_a_run_queued_long_ago_gets_its_message_again(monkeypatch, settings) -> None:
+    settings.PERFWATCH_QUEUED_REDISPATCH_S = 3600
+    sent: list[int] = []
+    suite = cast(Suite, SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu"))
+    old, recent = (
+        Run.objects.create(commit=cast(Commit, CommitFactory()), suite=suite, hardware_class="cpu")
+        for _ in range(2)
+    )
+    Run.objects.filter(pk=old.pk).update(dispatched_at=timezone.now() - timedelta(hours=2))
+    Run.objects.filter(pk=recent.pk).update(dispatched_at=timezone.now() - timedelta(minutes=5))
+
+    from workers.tasks import benchmark_run
+
+    monkeypatch.setattr(benchmark_run, "apply_async", lambda args, **_: sent.append(args[0]))
+    assert lifecycle.runs_redispatch_stale() == [old.pk]
+    assert sent == [old.pk]
+    dispatched_at = Run.objects.get(pk=old.pk).dispatched_at
+    assert dispatched_at is not None and dispatched_at > timezone.now() - timedelta(minutes=1)
+    assert lifecycle.runs_redispatch_stale() == []  # not again until it is stale again
