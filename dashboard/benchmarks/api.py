@@ -5,15 +5,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from datetime import date
 
 from django.http import HttpRequest, JsonResponse
-from django.shortcuts import get_object_or_404
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.benchmarks import selectors
-from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
 from dashboard.benchmarks.services import IngestRejected, report_ingest
 
 
@@ -95,57 +92,6 @@ def commit_measurements(request: HttpRequest, sha: str) -> JsonResponse:
                     "value": row.value,
                 }
                 for row in rows
-            ],
-        }
-    )
-
-
-def _date_param(request: HttpRequest, name: str) -> date | None:
-    value = request.GET.get(name)
-    if not value:
-        return None
-    return date.fromisoformat(value)
-
-
-@require_GET
-def suite_series(request: HttpRequest, suite: str) -> JsonResponse:
-    """Raw points of a suite's timelines; `metric`, `hardware`, `from`, `to`, `concurrency` filter."""
-    suite_row = get_object_or_404(Suite, name=suite)
-    hardware = request.GET.get("hardware") or suite_row.hardware_class
-    metrics = tuple(m for m in request.GET.getlist("metric") if m) or HEADLINE_METRICS
-    try:
-        date_from, date_to = _date_param(request, "from"), _date_param(request, "to")
-        concurrencies = tuple(int(c) for c in request.GET.getlist("concurrency") if c)
-    except ValueError as error:
-        return _error(f"bad filter: {error}", status=400)
-    series = selectors.timeline_series(
-        suite=suite_row,
-        hardware_class=hardware,
-        metrics=metrics,
-        date_from=date_from,
-        date_to=date_to,
-        concurrencies=concurrencies,
-    )
-    return JsonResponse(
-        {
-            "suite": suite_row.name,
-            "hardware": hardware,
-            "series": [
-                {
-                    "metric": item.metric,
-                    "concurrency": item.concurrency,
-                    "points": [
-                        {
-                            "commit": point.commit_sha,
-                            "committed_at": point.committed_at.isoformat() if point.committed_at else None,
-                            "pr_number": point.pr_number,
-                            "value": point.value,
-                            "runs": point.runs,
-                        }
-                        for point in item.points
-                    ],
-                }
-                for item in series
             ],
         }
     )

@@ -5,5 +5,4 @@ from dashboard.benchmarks import api
 urlpatterns = [
     path("runs/", api.runs_create, name="api-runs-create"),
     path("commits/<str:sha>/measurements/", api.commit_measurements, name="api-commit-measurements"),
-    path("suites/<slug:suite>/series/", api.suite_series, name="api-suite-series"),
 ]

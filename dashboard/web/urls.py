@@ -15,6 +15,7 @@ urlpatterns = [
     path("runs/<int:run_id>/retry/", run_views.run_retry, name="run-retry"),
     path("runs/<int:run_id>/cancel/", run_views.run_cancel, name="run-cancel"),
     path("runners/", run_views.runners, name="runners"),
+    path("api/suites/<slug:suite>/series/", api.suite_series, name="suite-series"),
     path("api/suites/<slug:suite>/figures/<slug:metric>/", api.suite_figure, name="suite-figure"),
     path("api/runs/live/", run_views.runs_live, name="runs-live"),
     path("api/runs/<int:run_id>/live/", run_views.run_live, name="run-live"),
