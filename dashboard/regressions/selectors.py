@@ -12,7 +12,16 @@ from django.db import connection
 from django.db.models import Avg, F, Prefetch, QuerySet
 from django.urls import reverse
 
-from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Measurement, Run, RunStatus, Series, Suite
+from dashboard.benchmarks.models import (
+    ACTIVE_RUN_STATUSES,
+    HEADLINE_METRICS,
+    Commit,
+    Measurement,
+    Run,
+    RunStatus,
+    Series,
+    Suite,
+)
 from dashboard.github.models import PullRequest
 from dashboard.regressions.models import (
     DECIDED_STATUSES,
@@ -24,6 +33,7 @@ from dashboard.regressions.models import (
 )
 
 Sort = Literal["date", "size"]
+PENDING_RUN_STATUSES: tuple[str, ...] = (RunStatus.QUEUED, *ACTIVE_RUN_STATUSES)
 
 
 @dataclass(frozen=True)
@@ -277,6 +287,23 @@ class AlertGroupDetail:
     events: tuple[TriageEvent, ...]
     notifications: tuple[Notification, ...]
     pull_requests: dict[int, PullRequest]  # by number, for the PRs in the range GitHub told us about
+    bisection_runs: tuple[Run, ...] = ()  # queued or running inside the range for the group's suites
+
+
+def group_bisection_runs(*, group: AlertGroup) -> list[Run]:
+    """Runs queued or running strictly inside the group's range, for the suites and hardware of its alerts."""
+    base, head = group.base_commit, group.head_commit
+    if base.position is None or head.position is None:
+        return []
+    pairs = set(group.alerts.values_list("series__suite_id", "series__hardware_class"))
+    runs = Run.objects.filter(
+        commit__repository_id=head.repository_id,
+        commit__position__gt=base.position,
+        commit__position__lt=head.position,
+        status__in=PENDING_RUN_STATUSES,
+        suite_id__in={suite_id for suite_id, _ in pairs},
+    ).select_related("commit", "suite")
+    return [run for run in runs.order_by("pk") if (run.suite_id, run.hardware_class) in pairs]
 
 
 def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
@@ -300,6 +327,7 @@ def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
         events=tuple(group.events.select_related("user", "alert__series")),
         notifications=tuple(group.notifications.order_by("channel")),
         pull_requests={pull.number: pull for pull in pull_requests},
+        bisection_runs=tuple(group_bisection_runs(group=group)),
     )
 
 

@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 
-from dashboard.benchmarks.models import Measurement, Run, RunStatus, Series
+from dashboard.benchmarks.models import (
+    Commit,
+    Measurement,
+    Run,
+    RunStatus,
+    Series,
+    Suite,
+)
 from dashboard.regressions.detection import change_point_kind, change_points_detect
 from dashboard.regressions.models import (
     Alert,
@@ -32,6 +40,7 @@ from dashboard.regressions.models import (
 )
 from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.selectors import (
+    PENDING_RUN_STATUSES,
     CommitWindow,
     SeriesPoint,
     SeriesWindow,
@@ -110,6 +119,7 @@ def threshold_resolve(*, metric: str, suite_id: int, rows: Iterable[DetectionSet
 
 @dataclass(frozen=True)
 class _KnownAlert:
+    group_id: int
     kind: str
     base_commit_id: int
     head_commit_id: int
@@ -136,6 +146,43 @@ class _KnownAlert:
             return True
         index = index_of.get(self.head_commit_id)
         return index is not None and abs(index - index_of[head.commit_id]) <= SAME_CHANGE_POINTS
+
+    def narrowed_by(self, *, base: SeriesPoint, head: SeriesPoint) -> bool:
+        """Whether (base, head] lies inside this alert's range and is shorter: a point measured inside it."""
+        if None in (self.base_position, self.head_position, base.position, head.position):
+            return False
+        return (
+            self.base_position <= base.position  # type: ignore[operator]
+            and head.position <= self.head_position  # type: ignore[operator]
+            and (base.commit_id, head.commit_id) != (self.base_commit_id, self.head_commit_id)
+        )
+
+
+def _group_narrow(*, known: _KnownAlert, base: SeriesPoint, head: SeriesPoint) -> bool:
+    """Give the group of `known` the narrower range (base, head], keeping its triage and notifications.
+
+    The group itself moves rather than its alerts, so nothing is announced twice. When another group
+    already holds that range, the ranges stay as they are: merging two triaged groups is a person's call.
+    """
+    if AlertGroup.objects.filter(base_commit_id=base.commit_id, head_commit_id=head.commit_id).exists():
+        return False
+    try:
+        with transaction.atomic():
+            narrowed = AlertGroup.objects.filter(
+                pk=known.group_id, base_commit_id=known.base_commit_id, head_commit_id=known.head_commit_id
+            ).update(base_commit_id=base.commit_id, head_commit_id=head.commit_id, updated_at=timezone.now())
+    except IntegrityError:
+        return False  # a concurrent detection gave that range to another group first
+    if narrowed:
+        ends = (known.base_commit_id, known.head_commit_id, base.commit_id, head.commit_id)
+        sha = dict(Commit.objects.filter(pk__in=ends).values_list("pk", "sha"))
+        TriageEvent.objects.create(
+            group_id=known.group_id,
+            field="range",
+            old_value=f"{sha[known.base_commit_id][:8]}..{sha[known.head_commit_id][:8]}",
+            new_value=f"{sha[base.commit_id][:8]}..{sha[head.commit_id][:8]}",
+        )
+    return bool(narrowed)
 
 
 def _group_refresh(group: AlertGroup) -> None:
@@ -208,6 +255,7 @@ def _window_analyse(*, series: Series, window: SeriesWindow, threshold: Threshol
     known = [
         _KnownAlert(*row)
         for row in Alert.objects.filter(series=series).values_list(
+            "group_id",
             "kind",
             "group__base_commit_id",
             "group__head_commit_id",
@@ -224,8 +272,27 @@ def _window_analyse(*, series: Series, window: SeriesWindow, threshold: Threshol
             continue
         base, head = points[change.index - 1], points[change.index]
         kind = change_point_kind(change=change, higher_is_better=series.higher_is_better)
-        if any(alert.same_change(kind=kind, base=base, head=head, index_of=index_of) for alert in known):
-            continue
+        same = [
+            alert for alert in known if alert.same_change(kind=kind, base=base, head=head, index_of=index_of)
+        ]
+        narrowing = next((alert for alert in same if alert.narrowed_by(base=base, head=head)), None)
+        if narrowing is None or not _group_narrow(known=narrowing, base=base, head=head):
+            if same:
+                continue
+        else:
+            # The alert now sits in the narrowed range: the upsert below refreshes its values there.
+            known = [
+                replace(
+                    alert,
+                    base_commit_id=base.commit_id,
+                    head_commit_id=head.commit_id,
+                    base_position=base.position,
+                    head_position=head.position,
+                )
+                if alert.group_id == narrowing.group_id
+                else alert
+                for alert in known
+            ]
         alert, created = alert_upsert(
             series=series,
             base_commit_id=base.commit_id,
@@ -239,7 +306,11 @@ def _window_analyse(*, series: Series, window: SeriesWindow, threshold: Threshol
         created_count += created
         group_ids.add(alert.group_id)
         if created:
-            known.append(_KnownAlert(kind, base.commit_id, head.commit_id, base.position, head.position))
+            known.append(
+                _KnownAlert(
+                    alert.group_id, kind, base.commit_id, head.commit_id, base.position, head.position
+                )
+            )
     return DetectionOutcome(series_analysed=1, alerts_created=created_count, group_ids=frozenset(group_ids))
 
 
@@ -328,8 +399,9 @@ def _notify(outcome: DetectionOutcome) -> None:
         notifications_schedule(group_ids=sorted(outcome.group_ids))
 
 
-def run_detect(*, run_id: int, notify: bool = True) -> DetectionOutcome:
-    """Detect changes in every series a succeeded run touched, around the run's commit."""
+def run_detect(*, run_id: int, notify: bool = True, bisect: bool = True) -> DetectionOutcome:
+    """Detect changes in every series a succeeded run touched, around the run's commit; then bisect the
+    open groups this run created or measured inside, so a culprit range keeps halving run after run."""
     run = Run.objects.filter(pk=run_id, status=RunStatus.SUCCEEDED).values("commit_id").first()
     if run is None:
         return NOTHING
@@ -337,7 +409,98 @@ def run_detect(*, run_id: int, notify: bool = True) -> DetectionOutcome:
     outcome = series_detect(series_ids=series_ids, commit_id=run["commit_id"])
     if notify:
         _notify(outcome)
+    if bisect:
+        for group_id in sorted(outcome.group_ids | set(_groups_around(commit_id=run["commit_id"]))):
+            group_bisect(group_id=group_id)
     return outcome
+
+
+# Bisection
+
+BISECTED_KINDS: tuple[str, ...] = (GroupKind.REGRESSION, GroupKind.TRADE_OFF)
+BISECTED_STATUSES: tuple[str, ...] = (
+    TriageStatus.UNTRIAGED,
+    TriageStatus.INVESTIGATING,
+    TriageStatus.ACKNOWLEDGED,
+)
+
+
+def _groups_around(*, commit_id: int) -> list[int]:
+    """Open groups whose range holds the commit, its ends included (a narrowed range ends at it)."""
+    position = Commit.objects.filter(pk=commit_id).values_list("position", flat=True).first()
+    if position is None:
+        return []
+    return list(
+        AlertGroup.objects.filter(
+            kind__in=BISECTED_KINDS,
+            status__in=BISECTED_STATUSES,
+            base_commit__position__lte=position,
+            head_commit__position__gte=position,
+        ).values_list("pk", flat=True)
+    )
+
+
+def _bisection_commit(*, inside: Sequence[Commit], suite: Suite, hardware_class: str) -> Commit | None:
+    """The middle of the commits after the last one this suite benchmarked in the range, head excluded;
+    None while a run inside the range is still pending (its result decides which half comes next)."""
+    runs = Run.objects.filter(
+        suite=suite, hardware_class=hardware_class, commit_id__in=[commit.pk for commit in inside]
+    )
+    if runs.filter(status__in=PENDING_RUN_STATUSES).exists():
+        return None
+    benchmarked = set(runs.filter(status=RunStatus.SUCCEEDED).values_list("commit_id", flat=True))
+    last = max((index for index, commit in enumerate(inside) if commit.pk in benchmarked), default=-1)
+    # A commit touching only docs, tests or CI cannot be the culprit of a performance change.
+    candidates = [commit for commit in inside[last + 1 :] if commit.change_class != "docs_tests_ci"]
+    return candidates[len(candidates) // 2] if candidates else None
+
+
+def group_bisect(*, group_id: int) -> list[Run]:
+    """Queue one forced run at the middle unbenchmarked commit of an open regression or trade-off range,
+    per suite and hardware class of its alerts; idempotent, returns the runs it queued.
+
+    Release suites install versions, not commits, so they cannot bisect.
+    """
+    from dashboard.benchmarks.lifecycle import run_enqueue  # lifecycle imports this module
+
+    queued: list[Run] = []
+    with transaction.atomic():
+        # The group's row lock serialises two detections bisecting it at once.
+        group = (
+            AlertGroup.objects.select_for_update()
+            .filter(pk=group_id, kind__in=BISECTED_KINDS, status__in=BISECTED_STATUSES)
+            .select_related("base_commit", "head_commit")
+            .first()
+        )
+        if group is None or group.base_commit.position is None or group.head_commit.position is None:
+            return []
+        inside = list(
+            Commit.objects.filter(
+                repository_id=group.head_commit.repository_id,
+                position__gt=group.base_commit.position,
+                position__lt=group.head_commit.position,
+            ).order_by("position")
+        )
+        if not inside:
+            return []
+        pairs = sorted(set(group.alerts.values_list("series__suite_id", "series__hardware_class")))
+        suites = Suite.objects.in_bulk([suite_id for suite_id, _ in pairs])
+        for suite_id, hardware_class in pairs:
+            suite = suites[suite_id]
+            if suite.install_settings.get("method") == "pypi_release":
+                continue
+            commit = _bisection_commit(inside=inside, suite=suite, hardware_class=hardware_class)
+            if commit is None:
+                continue
+            taken = Run.objects.filter(commit=commit, suite=suite, hardware_class=hardware_class).exclude(
+                status__in=(RunStatus.FAILED, RunStatus.CANCELLED)
+            )
+            if taken.exists():
+                continue
+            queued.append(run_enqueue(commit=commit, suite=suite, hardware_class=hardware_class, forced=True))
+    if queued:
+        logger.info("group %s: bisection queued runs %s", group_id, [run.pk for run in queued])
+    return queued
 
 
 def suite_detect_history(

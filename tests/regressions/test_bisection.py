@@ -1,0 +1,177 @@
+"""Bisection of culprit ranges: one forced run at the middle unbenchmarked commit, and the range narrowing
+as its result arrives, without a second group or a second message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+import pytest
+from django.test import Client
+
+from dashboard.benchmarks import lifecycle
+from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series, Suite
+from dashboard.regressions.models import Alert, AlertGroup, Notification
+from dashboard.regressions.services import group_bisect, run_detect
+from tests.factories import CommitFactory, run_with_values
+from tests.regressions.conftest import noisy, suite_create
+from tests.regressions.test_alerts import THROUGHPUT
+
+pytestmark = pytest.mark.django_db
+
+BEFORE, AFTER = 725.0, 681.5
+GAP = range(30, 37)  # commits 30-36 are not benchmarked; 37 is the first one measured after the gap
+STEP_AT = 35  # the culprit: the first commit at the lower level
+
+
+@dataclass(frozen=True)
+class Gapped:
+    suite: Suite
+    commits: list[Commit]
+    last_run: Run
+
+
+@pytest.fixture
+def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The runs whose message would go out to a GPU node (there is none here)."""
+    sent: list[int] = []
+    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: sent.append(run.pk))
+    return sent
+
+
+def _level(index: int) -> float:
+    return noisy(BEFORE if index < STEP_AT else AFTER, index)
+
+
+def gapped_history(*, suite: Suite | None = None, docs_only: tuple[int, ...] = ()) -> Gapped:
+    """67 commits with a -6 % throughput step at commit 35, of which commits 30-36 were never benchmarked."""
+    suite = suite or suite_create()
+    commits = [cast(Commit, CommitFactory()) for _ in range(67)]
+    for index in docs_only:
+        Commit.objects.filter(pk=commits[index].pk).update(change_class="docs_tests_ci")
+    runs = [
+        run_with_values(commit=commit, suite=suite, values={(16, THROUGHPUT): _level(index)})
+        for index, commit in enumerate(commits)
+        if index not in GAP
+    ]
+    return Gapped(suite=suite, commits=commits, last_run=runs[-1])
+
+
+def _complete(run: Run, *, value: float) -> None:
+    """What a runner's completion stores for a bisection run."""
+    series = Series.objects.get(suite=run.suite, hardware_class=run.hardware_class, metric=THROUGHPUT)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
+    Measurement.objects.create(run=run, series=series, commit=run.commit, value=value)
+
+
+def test_a_new_regression_over_a_gap_queues_one_forced_run_at_the_middle_commit(dispatched) -> None:
+    history = gapped_history()
+
+    run_detect(run_id=history.last_run.pk, notify=False)
+
+    group = AlertGroup.objects.get()
+    assert (group.base_commit, group.head_commit) == (history.commits[29], history.commits[37])
+    bisection = Run.objects.get(status=RunStatus.QUEUED)
+    assert bisection.commit == history.commits[33]
+    assert (bisection.suite, bisection.hardware_class, bisection.forced) == (history.suite, "b300", True)
+    assert dispatched == [bisection.pk]
+
+
+def test_bisecting_again_queues_nothing_new(dispatched) -> None:
+    history = gapped_history()
+    run_detect(run_id=history.last_run.pk, notify=False)
+    group = AlertGroup.objects.get()
+
+    assert group_bisect(group_id=group.pk) == []
+    run_detect(run_id=history.last_run.pk, notify=False)
+
+    assert Run.objects.filter(status=RunStatus.QUEUED).count() == 1
+    assert len(dispatched) == 1
+
+
+def test_a_docs_only_middle_commit_is_skipped(dispatched) -> None:
+    history = gapped_history(docs_only=(33,))
+
+    run_detect(run_id=history.last_run.pk, notify=False)
+
+    # Candidates 30, 31, 32, 34, 35, 36: the middle one is 34.
+    assert Run.objects.get(status=RunStatus.QUEUED).commit == history.commits[34]
+
+
+def test_a_release_suite_is_never_bisected(dispatched) -> None:
+    releases = suite_create(name="kimi-k3-releases", install_settings={"method": "pypi_release"})
+    history = gapped_history(suite=releases)
+
+    run_detect(run_id=history.last_run.pk, notify=False)
+
+    assert group_bisect(group_id=AlertGroup.objects.get().pk) == []
+    assert not Run.objects.filter(status=RunStatus.QUEUED).exists()
+    assert dispatched == []
+
+
+def test_the_middle_measurement_narrows_the_range_of_the_same_group_without_a_second_message(
+    dispatched: list[int],
+    notification_channels: Any,
+    eager_tasks: None,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    history = gapped_history()
+    with django_capture_on_commit_callbacks(execute=True):
+        run_detect(run_id=history.last_run.pk)
+    group = AlertGroup.objects.get()
+    alerts = list(Alert.objects.values_list("pk", "group_id"))
+    notifications = list(Notification.objects.order_by("pk").values_list("pk", "status"))
+    assert len(notification_channels.inbox.messages) == 1
+
+    first = Run.objects.get(status=RunStatus.QUEUED)
+    _complete(first, value=_level(33))
+    with django_capture_on_commit_callbacks(execute=True):
+        run_detect(run_id=first.pk)
+
+    narrowed = AlertGroup.objects.get()
+    assert narrowed.pk == group.pk
+    assert (narrowed.base_commit, narrowed.head_commit) == (history.commits[33], history.commits[37])
+    assert list(Alert.objects.values_list("pk", "group_id")) == alerts
+    assert list(Notification.objects.order_by("pk").values_list("pk", "status")) == notifications
+    assert len(notification_channels.inbox.messages) == 1
+    assert len(notification_channels.slack.requests) == 1
+    # The next half: commits 34-36 remain, and their middle one is queued.
+    second = Run.objects.get(status=RunStatus.QUEUED)
+    assert second.commit == history.commits[35]
+    assert narrowed.events.get(field="range").new_value == (
+        f"{history.commits[33].short_sha}..{history.commits[37].short_sha}"
+    )
+
+
+def test_bisection_ends_at_the_culprit_commit(dispatched) -> None:
+    history = gapped_history()
+    run_detect(run_id=history.last_run.pk, notify=False)
+
+    steps = 0
+    while (pending := Run.objects.filter(status=RunStatus.QUEUED).first()) is not None:
+        index = history.commits.index(pending.commit)
+        _complete(pending, value=_level(index))
+        run_detect(run_id=pending.pk, notify=False)
+        steps += 1
+
+    group = AlertGroup.objects.get()
+    assert (group.base_commit, group.head_commit) == (history.commits[STEP_AT - 1], history.commits[STEP_AT])
+    assert steps == 3  # eight possible culprits, halved three times
+    assert Alert.objects.count() == 1
+
+
+def test_the_group_page_says_what_bisection_is_doing(dispatched) -> None:
+    history = gapped_history()
+    run_detect(run_id=history.last_run.pk, notify=False)
+    group = AlertGroup.objects.get()
+    bisection = Run.objects.get(status=RunStatus.QUEUED)
+
+    page = Client().get(f"/alerts/{group.pk}/").content.decode()
+    assert f"run #{bisection.pk}</a> at <code>{history.commits[33].short_sha}</code> queued" in page
+
+    AlertGroup.objects.filter(pk=group.pk).update(
+        base_commit=history.commits[34], head_commit=history.commits[35]
+    )
+    page = Client().get(f"/alerts/{group.pk}/").content.decode()
+    assert "Culprit narrowed to one commit" in page
+    assert "Bisecting" not in page
