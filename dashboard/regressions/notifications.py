@@ -236,7 +236,9 @@ def notification_send(*, notification_id: int) -> Notification | None:
     failure: NotificationFailed | None = None
     with transaction.atomic():
         notification = (
-            Notification.objects.select_for_update()
+            # Lock the notification alone: locking the joined group and commits too would queue this
+            # behind a detection or bisection that holds them, and a stale re-check can then miss the row.
+            Notification.objects.select_for_update(of=("self",))
             .select_related("group__base_commit", "group__head_commit__repository")
             .filter(pk=notification_id)
             .first()
