@@ -12,7 +12,7 @@ import hashlib
 import logging
 import re
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -188,10 +188,7 @@ def run_stage_enter(*, run_id: int, runner: Runner, stage: str) -> None:
         if run is None:
             raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}")
         now = timezone.now()
-        durations = dict(run.stage_durations)
-        if run.stage_started_at:
-            durations[run.status] = round((now - run.stage_started_at).total_seconds(), 1)
-        run.status, run.stage_started_at, run.stage_durations = stage, now, durations
+        run.status, run.stage_started_at, run.stage_durations = stage, now, _durations_closed(run, now)
         run.heartbeat_at, run.lease_expires_at = now, _lease_until()
         run.save(
             update_fields=[
@@ -204,6 +201,14 @@ def run_stage_enter(*, run_id: int, runner: Runner, stage: str) -> None:
         )
 
 
+def _durations_closed(run: Run, now: datetime) -> dict[str, float]:
+    """The run's stage durations with the stage it is in now closed at `now`."""
+    durations = dict(run.stage_durations)
+    if run.stage_started_at:
+        durations[run.status] = round((now - run.stage_started_at).total_seconds(), 1)
+    return durations
+
+
 def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
     """Store the results of a held run exactly once and mark it succeeded."""
     with transaction.atomic():
@@ -211,12 +216,11 @@ def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
         if run is None:
             raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}; its results are discarded")
         now = timezone.now()
-        durations = dict(run.stage_durations)
-        if run.stage_started_at:
-            durations[run.status] = round((now - run.stage_started_at).total_seconds(), 1)
-        run.status = RunStatus.SUCCEEDED
-        run.finished_at = now
-        run.stage_durations = durations
+        run.status, run.finished_at, run.stage_durations = (
+            RunStatus.SUCCEEDED,
+            now,
+            _durations_closed(run, now),
+        )
         run.lease_expires_at = None
         run.report_gz = gzip.compress(result.raw_report)
         run.report_sha256 = hashlib.sha256(result.raw_report).hexdigest()
@@ -239,7 +243,6 @@ def run_fail(
     runner: Runner,
     reason: str,
     logs: dict[str, str] | None = None,
-    commands: dict[str, str] | None = None,
     environment: dict[str, Any] | None = None,
 ) -> None:
     """Mark a held run failed with a one-line reason, keeping its logs."""
@@ -249,13 +252,9 @@ def run_fail(
         if run is None:
             return
         now = timezone.now()
-        durations = dict(run.stage_durations)
-        if run.stage_started_at:
-            durations[run.status] = round((now - run.stage_started_at).total_seconds(), 1)
+        run.stage_durations, run.lease_expires_at = _durations_closed(run, now), None
         run.status, run.failure_reason, run.finished_at = RunStatus.FAILED, line, now
-        run.stage_durations, run.lease_expires_at = durations, None
         run.logs = {name: text[-LOG_TAIL_CHARS:] for name, text in (logs or {}).items()}
-        run.commands = commands or run.commands
         run.environment = environment or run.environment
         run.save()
 
