@@ -1,5 +1,6 @@
 """The one settings module: every value comes from the environment (see .env.example)."""
 
+import socket
 from pathlib import Path
 
 import environ
@@ -107,7 +108,10 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=300
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=360)
 
 # Runner workers: who this node is, and how long a run stays held without a heartbeat.
-PERFWATCH_RUNNER_NAME = env.str("PERFWATCH_RUNNER_NAME", default="")
+# A runner node is named after its host unless told otherwise.
+PERFWATCH_RUNNER_NAME = (
+    env.str("PERFWATCH_RUNNER_NAME", default="") or socket.gethostname().split(".")[0].lower()
+)
 PERFWATCH_RUNNER_HARDWARE_CLASS = env.str("PERFWATCH_RUNNER_HARDWARE_CLASS", default="")
 PERFWATCH_RUN_LEASE_S = env.int("PERFWATCH_RUN_LEASE_S", default=180)
 PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)

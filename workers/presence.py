@@ -34,7 +34,7 @@ def _beat(*, name: str, hardware_class: str) -> None:
 @worker_ready.connect
 def presence_start(**_: Any) -> None:
     name, hardware_class = settings.PERFWATCH_RUNNER_NAME, settings.PERFWATCH_RUNNER_HARDWARE_CLASS
-    if not (name and hardware_class):
+    if not hardware_class:
         return  # a control worker, not a runner node
     threading.Thread(
         target=_beat,

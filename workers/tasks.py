@@ -21,7 +21,7 @@ def benchmark_run(run_id: int) -> str | None:
 
     status = run_execute(
         run_id=run_id,
-        runner_name=settings.PERFWATCH_RUNNER_NAME or _hostname(),
+        runner_name=settings.PERFWATCH_RUNNER_NAME,
         hardware_class=settings.PERFWATCH_RUNNER_HARDWARE_CLASS,
     )
     return str(status) if status else None
@@ -43,12 +43,6 @@ def runs_requeue_expired() -> list[int]:
     from dashboard.benchmarks.lifecycle import runs_requeue_expired as requeue
 
     return requeue() + runs_redispatch_stale()
-
-
-def _hostname() -> str:
-    import socket
-
-    return socket.gethostname().split(".")[0].lower()
 
 
 @shared_task(
