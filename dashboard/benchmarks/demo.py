@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Run, Runner, RunStatus, Suite
 from dashboard.benchmarks.services import measurements_store, repository_default
+from dashboard.github.subjects import subject_pr_number
 from runners.guidellm_report import GuidellmReport, LevelResult
 
 DEMO_SUITE = "kimi-k3-8k1k"
@@ -223,7 +224,7 @@ def demo_load(*, seed: int = 50587) -> DemoOutcome:
                 sha=sha,
                 defaults={
                     "subject": subject,
-                    "pr_number": int(subject.rsplit("(#", 1)[1].rstrip(")")),
+                    "pr_number": subject_pr_number(subject=subject),
                     "committed_at": committed_at,
                     "position": position,
                     "author_name": rng.choice(
