@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "dashboard.regressions",
     "dashboard.github",
     "dashboard.web",
+    "dashboard.tokens",
 ]
 
 MIDDLEWARE = [

@@ -21,3 +21,20 @@ def midstream_errors_report() -> bytes:
 def seed_scaled_report() -> bytes:
     """A real guidellm report at concurrency 1, 4 and 16 (the reference suite's levels)."""
     return (GUIDELLM_FIXTURES / "guidellm-stub-seed-scaled.json").read_bytes()
+
+
+@pytest.fixture
+def bearer(db):
+    """`bearer(scope="ingest:*", name=None)`: a new API token's request headers, as a machine sends them."""
+    from dashboard.tokens.scopes import TokenScope
+    from dashboard.tokens.services import token_create
+
+    count = 0
+
+    def make(scope: str = "ingest:*", name: str | None = None) -> dict[str, str]:
+        nonlocal count
+        count += 1
+        issued = token_create(name=name or f"test-token-{count}", scope=TokenScope.parse(scope))
+        return {"Authorization": f"Bearer {issued.secret}"}
+
+    return make

@@ -7,11 +7,13 @@ import binascii
 import json
 
 from django.http import HttpRequest, JsonResponse
-from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.benchmarks import selectors
 from dashboard.benchmarks.services import IngestRejected, report_ingest
+from dashboard.tokens.auth import token_required
+from dashboard.tokens.models import ApiToken
+from dashboard.tokens.scopes import TokenKind
 
 
 def _error(message: str, *, status: int) -> JsonResponse:
@@ -46,20 +48,25 @@ def _report_bytes(request: HttpRequest) -> tuple[bytes, dict[str, str]]:
     return raw, {key: str(body.get(key) or "") for key in ("commit", "suite", "hardware", "runner")}
 
 
-@csrf_exempt
 @require_POST
-def runs_create(request: HttpRequest) -> JsonResponse:
+@token_required(TokenKind.INGEST, TokenKind.RUNNER)
+def runs_create(request: HttpRequest, *, token: ApiToken) -> JsonResponse:
     try:
         raw, fields = _report_bytes(request)
         missing = [key for key in ("commit", "suite", "hardware") if not fields[key]]
         if missing:
             raise IngestRejected(f"missing field(s): {', '.join(missing)}")
+        runner_name = token.scope.require_report(
+            suite_name=fields["suite"],
+            hardware_class=fields["hardware"],
+            runner_name=fields["runner"] or None,
+        )
         outcome = report_ingest(
             raw=raw,
             commit_sha=fields["commit"],
             suite_name=fields["suite"],
             hardware_class=fields["hardware"],
-            runner_name=fields["runner"] or None,
+            runner_name=runner_name,
         )
     except IngestRejected as error:
         return _error(error.reason, status=400)

@@ -123,13 +123,17 @@ def test_unreadable_path_is_a_clear_error(tmp_path) -> None:
         call_command("ingest_report", tmp_path / "nope.json", commit=SHA, suite="s", hardware="cpu")
 
 
-def test_api_accepts_a_multipart_report_and_is_idempotent(client: Client, vllm_cpu_report) -> None:
+def test_api_accepts_a_multipart_report_and_is_idempotent(client: Client, vllm_cpu_report, bearer) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
+
+    headers = bearer()
 
     def post():
         upload = SimpleUploadedFile("report.json", vllm_cpu_report, content_type="application/json")
         return client.post(
-            "/api/runs/", {"report": upload, "commit": SHA, "suite": "tiny-llama-cpu", "hardware": "cpu"}
+            "/api/runs/",
+            {"report": upload, "commit": SHA, "suite": "tiny-llama-cpu", "hardware": "cpu"},
+            headers=headers,
         )
 
     first = post()
@@ -141,28 +145,30 @@ def test_api_accepts_a_multipart_report_and_is_idempotent(client: Client, vllm_c
     assert Run.objects.count() == 1
 
 
-def test_api_accepts_json_with_base64_report(client: Client, vllm_cpu_report) -> None:
+def test_api_accepts_json_with_base64_report(client: Client, vllm_cpu_report, bearer) -> None:
     body = {
         "report": base64.b64encode(vllm_cpu_report).decode(),
         "commit": SHA,
         "suite": "s",
         "hardware": "cpu",
     }
-    response = client.post("/api/runs/", json.dumps(body), content_type="application/json")
+    response = client.post("/api/runs/", json.dumps(body), content_type="application/json", headers=bearer())
     assert response.status_code == 201
 
 
-def test_api_rejects_an_invalid_report_with_a_json_reason(client: Client, midstream_errors_report) -> None:
+def test_api_rejects_an_invalid_report_with_a_json_reason(
+    client: Client, midstream_errors_report, bearer
+) -> None:
     body = {"report": json.loads(midstream_errors_report), "commit": SHA, "suite": "s", "hardware": "cpu"}
-    response = client.post("/api/runs/", json.dumps(body), content_type="application/json")
+    response = client.post("/api/runs/", json.dumps(body), content_type="application/json", headers=bearer())
     assert response.status_code == 400
     assert "no successful request" in response.json()["error"]
     assert _table_counts() == dict.fromkeys(_table_counts(), 0)
 
 
-def test_api_names_missing_fields(client: Client, vllm_cpu_report) -> None:
+def test_api_names_missing_fields(client: Client, vllm_cpu_report, bearer) -> None:
     body = {"report": json.loads(vllm_cpu_report)}
-    response = client.post("/api/runs/", json.dumps(body), content_type="application/json")
+    response = client.post("/api/runs/", json.dumps(body), content_type="application/json", headers=bearer())
     assert response.status_code == 400
     assert response.json() == {"error": "missing field(s): commit, suite, hardware"}
 
