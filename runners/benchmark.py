@@ -7,13 +7,14 @@ with the log's tail.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from runners.errors import CommandFailed, RunFailed
-from runners.guidellm_report import GuidellmReport, ReportInvalid, report_parse
+from runners.guidellm_report import BLAME_BENCH, BLAME_SERVER, GuidellmReport, ReportInvalid, report_parse
 from runners.process import command_run, log_tail
 from runners.server import failure_line
 from runners.suites import BenchmarkSpec
@@ -39,8 +40,14 @@ def guidellm_argv(
 ) -> tuple[str, ...]:
     """`guidellm run` (0.8.x syntax: every option a `kind=...,key=value` string) for one suite.
 
-    Each concurrency level is capped by max_duration: synthetic data never runs out on its own.
+    Each concurrency level is capped by max_duration: synthetic data never runs out on its own; its
+    first warmup_s and last cooldown_s seconds are left out of the statistics by guidellm itself.
     """
+    profile = "kind=concurrent"
+    if benchmark.warmup_s:
+        profile += f",warmup={benchmark.warmup_s:g}"
+    if benchmark.cooldown_s:
+        profile += f",cooldown={benchmark.cooldown_s:g}"
     streams = ",".join(str(level) for level in benchmark.concurrencies)
     label_args: list[str] = []
     for key, value in labels.items():
@@ -51,7 +58,7 @@ def guidellm_argv(
         "--backend",
         f"kind=openai_http,target={target},model={model},request_format={benchmark.request_format}",
         "--profile",
-        "kind=concurrent",
+        profile,
         "--override",
         "profile.streams",
         streams,
@@ -70,6 +77,26 @@ def guidellm_argv(
         f"kind=json,path={output_path}",
         "--disable-console-interactive",
     )
+
+
+MIN_REQUESTS_PER_LEVEL = 3
+
+
+def levels_fit(*, benchmark: BenchmarkSpec, request_s: float) -> tuple[BenchmarkSpec, str]:
+    """The suite's client settings with levels long enough to complete MIN_REQUESTS_PER_LEVEL requests
+    of `request_s` seconds (one warm request of the suite's shape on this node), and the warning that
+    says so when a level had to be lengthened ('' when it did not)."""
+    measured_s = benchmark.max_seconds - benchmark.warmup_s - benchmark.cooldown_s
+    needed_s = MIN_REQUESTS_PER_LEVEL * request_s
+    if measured_s >= needed_s:
+        return benchmark, ""
+    seconds = float(math.ceil(needed_s + benchmark.warmup_s + benchmark.cooldown_s))
+    warning = (
+        f"levels lengthened from {benchmark.max_seconds:g} s to {seconds:g} s: one request of "
+        f"{benchmark.data.prompt_tokens}/{benchmark.data.output_tokens} tokens takes {request_s:.1f} s "
+        f"on this node, too long for {MIN_REQUESTS_PER_LEVEL} to complete in a level"
+    )
+    return benchmark.model_copy(update={"max_seconds": seconds}), warning
 
 
 def benchmark_run(
@@ -109,7 +136,12 @@ def benchmark_run(
             raw=raw, expected_concurrencies=expected_concurrencies, max_error_rate=max_error_rate
         )
     except ReportInvalid as exc:
+        whose = {BLAME_SERVER: "the server failed requests", BLAME_BENCH: "the bench failed"}
         raise RunFailed(
-            stage="benchmarking", reason=f"invalid report: {exc.reason}", log_tail=log_tail(path=log_path)
+            stage="benchmarking",
+            reason=f"{whose.get(exc.blame, 'invalid report')}: {exc.reason}",
+            log_tail=log_tail(path=log_path),
+            retryable=exc.blame == BLAME_BENCH,
+            server_errors=exc.blame == BLAME_SERVER,
         ) from exc
     return BenchmarkResult(raw_report=raw, report=report, report_path=report_path, log_path=log_path)

@@ -51,13 +51,33 @@ class ServerFailed(RunnerError):
         super().__init__(reason)
 
 
+class BenchFailed(RunnerError):
+    """The bench, not the code under test, failed: a request timed out or the node was too loaded to
+    complete one. Another attempt may well succeed, so it is retried before it counts."""
+
+    def __init__(self, *, reason: str, log_tail: str = "") -> None:
+        self.reason = reason
+        self.log_tail = log_tail
+        super().__init__(reason)
+
+
 class RunFailed(RunnerError):
     """A benchmark run failed at a stage; `reason` is one line, `log_tail` the evidence. `retryable` marks
-    a failure that another attempt may not meet (a step that timed out), unlike a deterministic one."""
+    a failure that another attempt may not meet (a step that timed out), unlike a deterministic one;
+    `server_errors` one where the server under test answered requests with errors."""
 
-    def __init__(self, *, stage: str, reason: str, log_tail: str = "", retryable: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        stage: str,
+        reason: str,
+        log_tail: str = "",
+        retryable: bool = False,
+        server_errors: bool = False,
+    ) -> None:
         self.stage = stage
         self.reason = reason
         self.log_tail = log_tail
         self.retryable = retryable
+        self.server_errors = server_errors
         super().__init__(f"{stage}: {reason}")

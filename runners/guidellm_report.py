@@ -34,12 +34,19 @@ METRIC_KEYS: tuple[str, ...] = (
 )
 
 
-class ReportInvalid(Exception):
-    """The report cannot be trusted as numbers; `reason` says why in one line."""
+BLAME_SERVER = "server"  # the code under test answered with errors
+BLAME_BENCH = "bench"  # nothing completed in time: the node was too slow or too loaded, retry
+BLAME_REPORT = "report"  # the report itself is malformed or incomplete
 
-    def __init__(self, reason: str) -> None:
+
+class ReportInvalid(Exception):
+    """The report cannot be trusted as numbers; `reason` says why in one line, `blame` whose fault it
+    is (BLAME_SERVER, BLAME_BENCH or BLAME_REPORT)."""
+
+    def __init__(self, reason: str, *, blame: str = BLAME_REPORT) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.blame = blame
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,18 @@ def _number(node: Any, path: Sequence[str], *, where: str) -> float:
     return float(value)
 
 
+def _first_error(benchmark: Any) -> str:
+    """': ' and the error guidellm recorded for the first errored request it kept ('' if none)."""
+    requests = benchmark.get("requests") if isinstance(benchmark, Mapping) else None
+    errored = requests.get("errored") if isinstance(requests, Mapping) else None
+    for request in errored if isinstance(errored, list) else []:
+        info = request.get("info") if isinstance(request, Mapping) else None
+        error = info.get("error") if isinstance(info, Mapping) else None
+        if error:
+            return ": " + " ".join(str(error).split())[:200]
+    return ""
+
+
 def _level_parse(benchmark: Any, *, index: int, max_error_rate: float) -> LevelResult:
     where = f"benchmarks[{index}]"
     streams = _dig(benchmark, ("config", "strategy", "streams"), where=where)
@@ -86,16 +105,25 @@ def _level_parse(benchmark: Any, *, index: int, max_error_rate: float) -> LevelR
         kind: int(_number(metrics_node, ("request_totals", kind), where=where))
         for kind in ("successful", "errored", "incomplete")
     }
+    if totals["successful"] == 0 and totals["errored"] == 0:
+        raise ReportInvalid(
+            f"{where}: no request completed within the level ({totals['incomplete']} incomplete)",
+            blame=BLAME_BENCH,
+        )
+    quoted = _first_error(benchmark)
     if totals["successful"] == 0:
         raise ReportInvalid(
             f"{where}: no successful request ({totals['errored']} errored, {totals['incomplete']} incomplete)"
+            + quoted,
+            blame=BLAME_SERVER,
         )
     completed = totals["successful"] + totals["errored"]
     error_rate = totals["errored"] / completed
     if error_rate > max_error_rate:
         raise ReportInvalid(
             f"{where}: {totals['errored']} of {completed} requests errored "
-            f"({error_rate:.1%}, tolerated {max_error_rate:.1%})"
+            f"({error_rate:.1%}, tolerated {max_error_rate:.1%})" + quoted,
+            blame=BLAME_SERVER,
         )
 
     metrics: dict[str, float] = {

@@ -17,15 +17,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runners.benchmark import benchmark_run, guidellm_argv
+from runners.benchmark import benchmark_run, guidellm_argv, levels_fit
 from runners.envs import cache_dir_resolve
-from runners.errors import Cancelled, CommandFailed, InstallRefused, RunFailed, RunnerError, ServerFailed
+from runners.errors import (
+    BenchFailed,
+    Cancelled,
+    CommandFailed,
+    InstallRefused,
+    RunFailed,
+    RunnerError,
+    ServerFailed,
+)
 from runners.fingerprint import environment_fingerprint
 from runners.guidellm_report import GuidellmReport
 from runners.install import InstalledEnv, WheelIndexUnreachable, guidellm_env_ensure, vllm_env_ensure
 from runners.metrics import MetricsSnapshot, MetricsUnreadable
 from runners.process import log_tail
-from runners.server import failure_line, free_port_pick, server_running, server_warm_up, vllm_serve_argv
+from runners.server import (
+    error_line,
+    failure_line,
+    free_port_pick,
+    server_running,
+    server_warm_up,
+    vllm_serve_argv,
+)
 from runners.suites import SuiteSpec
 from runners.telemetry import TelemetrySample, TelemetrySampler
 from runners.tiny_model import tiny_model_ensure, tiny_model_name
@@ -147,6 +162,13 @@ def _failures_as_run_failed(stages: _Stages) -> Iterator[None]:
         ) from exc
     except ServerFailed as exc:
         raise RunFailed(stage=stages.current, reason=_one_line(exc.reason), log_tail=exc.log_tail) from exc
+    except BenchFailed as exc:
+        raise RunFailed(
+            stage=stages.current,
+            reason=_one_line(f"the bench failed: {exc.reason}"),
+            log_tail=exc.log_tail,
+            retryable=True,
+        ) from exc
     except (InstallRefused, WheelIndexUnreachable, Cancelled, RunnerError) as exc:
         raise RunFailed(stage=stages.current, reason=_one_line(str(exc))) from exc
     except OSError as exc:
@@ -256,11 +278,18 @@ def benchmark_execute(
                     start_timeout_s=suite.timeouts.server_start_s,
                     cancel=cancel,
                 ) as server:
-                    warm_up_s = server_warm_up(
+                    warm_up = server_warm_up(
                         base_url=server.base_url,
                         model=suite.serve.model,
+                        request_format=suite.benchmark.request_format,
+                        prompt_tokens=suite.benchmark.data.prompt_tokens,
+                        output_tokens=suite.benchmark.data.output_tokens,
                         timeout_s=suite.timeouts.server_start_s,
+                        cancel=cancel,
                     )
+                    benchmark, lengthened = levels_fit(benchmark=suite.benchmark, request_s=warm_up.request_s)
+                    if lengthened:
+                        warnings.append(lengthened)
                     fingerprint = environment_fingerprint(
                         vllm_python=server_env.executable(name="python"),
                         guidellm_python=client_env.executable(name="python"),
@@ -272,7 +301,9 @@ def benchmark_execute(
                         "hardware_class": suite.hardware_class,
                         "vllm_commit": commit_sha,
                         "server_startup_s": round(server.startup_s, 3),
-                        "server_warm_up_s": round(warm_up_s, 3),
+                        "server_warm_up_s": round(warm_up.first_s, 3),
+                        "server_warm_up_attempts": warm_up.attempts,
+                        "warm_request_s": round(warm_up.request_s, 3),
                     }
                     metrics_before = _metrics_scrape(scrape=server.metrics, when="before", warnings=warnings)
 
@@ -286,7 +317,7 @@ def benchmark_execute(
                     }
                     bench_argv = guidellm_argv(
                         guidellm=client_env.executable(name="guidellm"),
-                        benchmark=suite.benchmark,
+                        benchmark=benchmark,
                         target=server.base_url,
                         model=suite.serve.model,
                         tokenizer=tokenizer,
@@ -301,13 +332,23 @@ def benchmark_execute(
                                 env={**os.environ, **CLIENT_BASE_ENV},
                                 report_path=report_path,
                                 log_path=log_paths["benchmark"],
-                                timeout_s=suite.timeouts.benchmark_s,
-                                expected_concurrencies=suite.benchmark.concurrencies,
+                                timeout_s=suite.timeouts.benchmark_s
+                                + (benchmark.max_seconds - suite.benchmark.max_seconds)
+                                * len(benchmark.concurrencies),
+                                expected_concurrencies=benchmark.concurrencies,
                                 max_error_rate=suite.max_error_rate,
                                 cancel=cancel,
                             )
                         except RunFailed as exc:
                             status = server.exit_status()
+                            said = error_line(tail=log_tail(path=server.log_path))
+                            if status is None and exc.server_errors and said:
+                                # guidellm names the client's error; the server's log says what went wrong.
+                                raise RunFailed(
+                                    stage=STAGE_BENCHMARKING,
+                                    reason=_one_line(f"{exc.reason}; server log: {said}"),
+                                    log_tail=exc.log_tail,
+                                ) from exc
                             if status is None:
                                 raise
                             # The client only saw refused connections; the server's log says why.

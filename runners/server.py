@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runners.errors import Cancelled, ServerFailed
+from runners.errors import BenchFailed, Cancelled, ServerFailed
 from runners.metrics import MetricsSnapshot, metrics_snapshot
 from runners.process import log_tail, process_group_terminate, process_start
 
@@ -57,15 +57,24 @@ def _noise(line: str) -> bool:
     return "resource_tracker" in line or line.strip().startswith("warnings.warn(")
 
 
+def _lines(tail: str) -> list[str]:
+    return [line.strip() for line in tail.splitlines() if line.strip() and not _noise(line)]
+
+
+def error_line(*, tail: str) -> str:
+    """The last line of a log tail that names an error ('' if none does)."""
+    for line in reversed(_lines(tail)):
+        if "Error" in line or "error:" in line.lower() or line.startswith("ERROR"):
+            return line[:REASON_MAX_CHARS]
+    return ""
+
+
 def failure_line(*, tail: str) -> str:
     """The most telling line of a log tail: the last one naming an error, else the last line."""
-    lines = [line.strip() for line in tail.splitlines() if line.strip() and not _noise(line)]
+    lines = _lines(tail)
     if not lines:
         return "no output"
-    for line in reversed(lines):
-        if "Error" in line or "error:" in line.lower():
-            return line[:REASON_MAX_CHARS]
-    return lines[-1][:REASON_MAX_CHARS]
+    return error_line(tail=tail) or lines[-1][:REASON_MAX_CHARS]
 
 
 @dataclass(frozen=True)
@@ -149,24 +158,103 @@ def server_running(
         process_group_terminate(process=process, grace_s=stop_grace_s)
 
 
-def server_warm_up(*, base_url: str, model: str, timeout_s: float) -> float:
-    """Send one short completion and wait for it; return how long it took in seconds.
+WARM_UP_RETRY_S = 2.0
+ERROR_BODY_CHARS = 200
 
-    A freshly started server pays one-time costs (kernel selection, allocator growth) on its first
-    request; on a small CPU that alone outlasts a short benchmark level, which then measures nothing.
-    """
-    body = json.dumps({"model": model, "prompt": "Warm up", "max_tokens": 8, "temperature": 0}).encode()
-    request = urllib.request.Request(
-        f"{base_url}/v1/completions", data=body, headers={"Content-Type": "application/json"}, method="POST"
-    )
-    started = time.monotonic()
+
+@dataclass(frozen=True)
+class WarmUp:
+    """How the server answered requests of the suite's own shape before the benchmark."""
+
+    first_s: float  # the first completion that returned, one-time costs (kernels, allocator) included
+    request_s: float  # one more completion of the same shape, on a warm server
+    attempts: int  # requests sent until the first completion returned
+
+
+def _warm_up_body(*, model: str, request_format: str, prompt_tokens: int, output_tokens: int) -> bytes:
+    # One short common word is about one token in any tokenizer; ignore_eos (a vLLM extension, as
+    # guidellm sends it) makes the server generate exactly output_tokens, like the benchmark's requests.
+    text = " ".join(["hello"] * prompt_tokens)
+    body: dict[str, object] = {
+        "model": model,
+        "max_tokens": output_tokens,
+        "ignore_eos": True,
+        "temperature": 0,
+    }
+    if request_format.endswith("chat/completions"):
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    return json.dumps(body).encode()
+
+
+def _server_error_quote(error: urllib.error.HTTPError) -> str:
+    """The server's own words for an error response: its JSON `message`/`detail`, else the body."""
     try:
-        with _LOCAL_OPENER.open(request, timeout=timeout_s) as response:
+        raw = error.read(4096).decode("utf-8", "replace")
+    except OSError:
+        raw = ""
+    try:
+        document = json.loads(raw)
+        detail = document.get("error", document) if isinstance(document, dict) else document
+        message = detail.get("message") or detail.get("detail") if isinstance(detail, dict) else None
+        raw = str(message or raw)
+    except ValueError:
+        pass
+    return " ".join(raw.split())[:ERROR_BODY_CHARS] or str(error.reason)
+
+
+def server_warm_up(
+    *,
+    base_url: str,
+    model: str,
+    request_format: str,
+    prompt_tokens: int,
+    output_tokens: int,
+    timeout_s: float,
+    cancel: threading.Event | None = None,
+) -> WarmUp:
+    """Send completions of the suite's own shape until one returns, then time one more.
+
+    A freshly started server pays one-time costs on its first requests; on a small or busy node that
+    alone outlasts a short benchmark level, which then measures nothing. A request that times out or
+    cannot connect is sent again until `timeout_s` has passed (then BenchFailed: the bench was too
+    slow); an HTTP error is the server's answer and raises ServerFailed quoting it.
+    """
+    url = f"{base_url}{request_format}"
+    body = _warm_up_body(
+        model=model, request_format=request_format, prompt_tokens=prompt_tokens, output_tokens=output_tokens
+    )
+    deadline = time.monotonic() + timeout_s
+
+    def one_completion() -> float:
+        request = urllib.request.Request(
+            url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        started = time.monotonic()
+        with _LOCAL_OPENER.open(request, timeout=max(1.0, deadline - started)) as response:
             response.read()
-    except urllib.error.HTTPError as error:
-        raise ServerFailed(
-            reason=f"warm-up request failed: HTTP {error.code} {error.reason}", log_tail=""
-        ) from None
-    except (urllib.error.URLError, OSError) as error:
-        raise ServerFailed(reason=f"warm-up request failed: {error}", log_tail="") from None
-    return time.monotonic() - started
+        return time.monotonic() - started
+
+    attempts, last_error = 0, ""
+    while True:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the warm-up stopped: the run was cancelled")
+        attempts += 1
+        try:
+            first_s = one_completion()
+            return WarmUp(first_s=first_s, request_s=one_completion(), attempts=attempts)
+        except urllib.error.HTTPError as error:
+            raise ServerFailed(
+                reason=f"the server answered the warm-up request with HTTP {error.code}: "
+                f"{_server_error_quote(error)}",
+                log_tail="",
+            ) from None
+        except (urllib.error.URLError, OSError) as error:
+            last_error = str(getattr(error, "reason", error))
+        if time.monotonic() + WARM_UP_RETRY_S >= deadline:
+            raise BenchFailed(
+                reason=f"no warm-up completion of {prompt_tokens}/{output_tokens} tokens returned within "
+                f"{timeout_s:.0f} s ({attempts} sent, last: {last_error})"
+            )
+        time.sleep(WARM_UP_RETRY_S)

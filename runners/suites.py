@@ -86,8 +86,28 @@ class BenchmarkSpec(_Frozen):
     data: DataSpec
     concurrencies: tuple[Annotated[int, Field(gt=0)], ...]
     max_seconds: Annotated[float, Field(gt=0)]
+    # guidellm's own warm-up and cool-down: seconds at the start and end of each level left out of its
+    # statistics (0, or at least 1: guidellm reads a number below 1 as a fraction).
+    warmup_s: Annotated[float, Field(ge=0)] = 0.0
+    cooldown_s: Annotated[float, Field(ge=0)] = 0.0
     seed: int = 42
     tokenizer: str | None = None
+
+    @field_validator("warmup_s", "cooldown_s")
+    @classmethod
+    def _whole_seconds(cls, seconds: float) -> float:
+        if 0 < seconds < 1:
+            raise ValueError("must be 0 or at least 1 second")
+        return seconds
+
+    @model_validator(mode="after")
+    def _levels_measure_something(self) -> BenchmarkSpec:
+        if self.warmup_s + self.cooldown_s >= self.max_seconds:
+            raise ValueError(
+                f"warmup_s + cooldown_s ({self.warmup_s + self.cooldown_s:g} s) leave nothing of a "
+                f"{self.max_seconds:g} s level to measure"
+            )
+        return self
 
     @field_validator("concurrencies")
     @classmethod

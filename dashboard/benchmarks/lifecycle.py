@@ -268,7 +268,7 @@ def run_requeue_after_timeout(*, run_id: int, runner: Runner, reason: str) -> bo
             return False
         run.status, run.failure_reason = (
             RunStatus.QUEUED,
-            f"attempt {run.attempt} timed out, retrying: {line}",
+            f"attempt {run.attempt} failed on the bench, retrying: {line}",
         )
         run.queued_at, run.lease_expires_at = timezone.now(), None
         run.stage_durations, run.stage_started_at = {}, None

@@ -192,7 +192,7 @@ def test_a_timed_out_step_is_retried_within_the_attempt_budget(queued_run) -> No
         )
         run = Run.objects.get(pk=queued_run.pk)
         assert (run.status, run.attempt) == (RunStatus.QUEUED, attempt)
-        assert run.failure_reason == f"attempt {attempt} timed out, retrying: benchmarking: x"
+        assert run.failure_reason == f"attempt {attempt} failed on the bench, retrying: benchmarking: x"
     lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
     assert not lifecycle.run_requeue_after_timeout(
         run_id=queued_run.pk, runner=runner, reason="benchmarking: x"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.benchmark import benchmark_run, guidellm_argv
+from runners.benchmark import benchmark_run, guidellm_argv, levels_fit
 from runners.errors import RunFailed
 from runners.suites import suite_get
 from tests.runners.conftest import RUNNER_FIXTURES, python_script
@@ -34,7 +34,7 @@ def test_command_for_the_reference_suite_is_guidellm_run_with_every_setting():
         "--backend",
         "kind=openai_http,target=http://127.0.0.1:8000,model=moonshotai/Kimi-K3,"
         "request_format=/v1/chat/completions",
-        "--profile", "kind=concurrent",
+        "--profile", "kind=concurrent,warmup=10,cooldown=5",
         "--override", "profile.streams", "1,4,16",
         "--constraint", "kind=max_duration,seconds=150",
         "--data", "kind=synthetic_text,prompt_tokens=8000,output_tokens=1000",
@@ -82,8 +82,22 @@ def test_report_with_a_failed_level_fails_the_run_with_the_reason(tmp_path):
         run_fake(tmp_path, mode="report", report=FAILED_LEVEL_REPORT, expected=())
 
     assert raised.value.stage == "benchmarking"
-    assert raised.value.reason.startswith("invalid report: concurrency ")
-    assert "errored" in raised.value.reason or "no successful request" in raised.value.reason
+    assert raised.value.reason.startswith("the server failed requests: concurrency ")
+    assert raised.value.server_errors and not raised.value.retryable
+
+
+def test_levels_too_short_for_this_node_are_lengthened_with_a_warning():
+    benchmark = suite_get(name="tiny-llama-cpu").benchmark  # 8 s levels
+
+    kept, no_warning = levels_fit(benchmark=benchmark, request_s=2.0)
+    lengthened, warning = levels_fit(benchmark=benchmark, request_s=4.2)
+
+    assert kept is benchmark and no_warning == ""
+    assert lengthened.max_seconds == 13 and lengthened.concurrencies == benchmark.concurrencies
+    assert warning == (
+        "levels lengthened from 8 s to 13 s: one request of 128/32 tokens takes 4.2 s on this node, "
+        "too long for 3 to complete in a level"
+    )
 
 
 def test_report_missing_a_level_of_the_suite_fails_the_run(tmp_path):

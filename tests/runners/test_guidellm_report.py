@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from runners.guidellm_report import METRIC_KEYS, ReportInvalid, report_parse
+from runners.guidellm_report import BLAME_BENCH, BLAME_SERVER, METRIC_KEYS, ReportInvalid, report_parse
 
 
 def test_every_metric_comes_from_its_documented_json_path(vllm_cpu_report: bytes) -> None:
@@ -49,10 +49,28 @@ def test_reference_levels_1_4_16_are_read(seed_scaled_report: bytes) -> None:
     assert report.concurrencies == (1, 4, 16)
 
 
-def test_level_whose_requests_all_failed_is_rejected_with_the_reason(midstream_errors_report: bytes) -> None:
+def test_level_whose_requests_all_failed_is_the_servers_fault_quoting_its_error(
+    midstream_errors_report: bytes,
+) -> None:
     with pytest.raises(ReportInvalid) as error:
         report_parse(raw=midstream_errors_report)
-    assert error.value.reason == "concurrency 2: no successful request (44 errored, 2 incomplete)"
+    assert error.value.reason == (
+        "concurrency 2: no successful request (44 errored, 2 incomplete): RemoteProtocolError('peer closed "
+        "connection without sending complete message body (incomplete chunked read)')"
+    )
+    assert error.value.blame == BLAME_SERVER
+
+
+def test_level_where_no_request_completed_in_time_is_the_benchs_fault(vllm_cpu_report: bytes) -> None:
+    document = json.loads(vllm_cpu_report)
+    totals = document["benchmarks"][0]["metrics"]["request_totals"]
+    totals.update(successful=0, errored=0, incomplete=1)
+
+    with pytest.raises(ReportInvalid) as error:
+        report_parse(raw=json.dumps(document))
+
+    assert error.value.reason == "concurrency 1: no request completed within the level (1 incomplete)"
+    assert error.value.blame == BLAME_BENCH
 
 
 def _with_errors(raw: bytes, *, errored: int) -> bytes:

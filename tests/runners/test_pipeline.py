@@ -137,7 +137,7 @@ def test_report_with_failed_levels_fails_the_run_and_stops_the_server(tmp_path, 
         execute(tmp_path, fake_cache, stages=stages)
 
     assert raised.value.stage == "benchmarking"
-    assert raised.value.reason.startswith("invalid report: ")
+    assert raised.value.reason.startswith("the server failed requests: concurrency 2: no successful request")
     assert processes_gone(pids_read(tmp_path / "server-pids", count=1))
 
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from runners.errors import ServerFailed
+from runners.errors import BenchFailed, ServerFailed
 from runners.server import failure_line, free_port_pick, server_running, server_warm_up, vllm_serve_argv
 from tests.runners.conftest import RUNNER_FIXTURES, pids_read, processes_gone, python_script
 
@@ -109,22 +109,53 @@ def test_failure_line_prefers_the_error_over_the_last_line():
     assert failure_line(tail="") == "no output"
 
 
-def test_warm_up_sends_one_completion_and_times_it(fake_vllm, tmp_path):
+def warm_up(server, **overrides):
+    arguments = {
+        "base_url": server.base_url,
+        "model": "tiny",
+        "request_format": "/v1/completions",
+        "prompt_tokens": 16,
+        "output_tokens": 4,
+        "timeout_s": 10,
+        **overrides,
+    }
+    return server_warm_up(**arguments)
+
+
+def test_warm_up_waits_for_a_completion_of_the_suites_shape_and_times_a_warm_one(
+    fake_vllm, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("FAKE_VLLM_FIRST_TOKEN_DELAY_S", "2")
     with serve(fake_vllm, tmp_path, mode="serve") as server:
-        elapsed_s = server_warm_up(base_url=server.base_url, model="tiny", timeout_s=10)
+        result = warm_up(server, request_format="/v1/chat/completions")
 
-    assert 0 <= elapsed_s < 10
-    assert '"POST /v1/completions HTTP/1.1" 200' in (tmp_path / "server.log").read_text()
+    assert result.first_s >= 2 > result.request_s
+    assert result.attempts == 1
+    assert (tmp_path / "server.log").read_text().count('"POST /v1/chat/completions HTTP/1.1" 200') == 2
 
 
-def test_a_failing_warm_up_is_a_server_failure_with_the_reason(fake_vllm, tmp_path):
+def test_a_warm_up_request_that_times_out_is_sent_again_until_one_returns(fake_vllm, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_FIRST_TOKEN_DELAY_S", "4")
+    monkeypatch.setattr("runners.server.WARM_UP_RETRY_S", 0.2)
+    with serve(fake_vllm, tmp_path, mode="serve") as server:
+        # A first request that gives up after 1 s, as one sent just before a deadline does.
+        with pytest.raises(BenchFailed, match=r"no warm-up completion of 16/4 tokens returned within 1 s"):
+            warm_up(server, timeout_s=1)
+        result = warm_up(server, timeout_s=30)
+
+    assert result.attempts == 1 and result.request_s < 1
+
+
+def test_a_failing_warm_up_is_a_server_failure_quoting_the_server(fake_vllm, tmp_path):
     with (
         pytest.raises(ServerFailed) as raised,
         serve(fake_vllm, tmp_path, mode="serve", completions="fail") as server,
     ):
-        server_warm_up(base_url=server.base_url, model="tiny", timeout_s=10)
+        warm_up(server)
 
-    assert raised.value.reason == "warm-up request failed: HTTP 500 engine dead"
+    assert raised.value.reason == (
+        "the server answered the warm-up request with HTTP 500: engine dead: EngineCore stopped"
+    )
 
 
 def test_failure_line_skips_python_shutdown_chatter():

@@ -108,6 +108,18 @@ def test_misspelt_field_is_named_with_its_file():
             id="oldest-commit-not-a-sha",
         ),
         pytest.param(
+            "max_seconds: 8",
+            "max_seconds: 8\n  warmup_s: 5\n  cooldown_s: 3",
+            r"benchmark: Value error, warmup_s \+ cooldown_s \(8 s\) leave nothing of a 8 s level",
+            id="level-all-warm-up-and-cool-down",
+        ),
+        pytest.param(
+            "max_seconds: 8",
+            "max_seconds: 8\n  warmup_s: 0.5",
+            r"benchmark\.warmup_s: Value error, must be 0 or at least 1 second",
+            id="warm-up-below-one-second",
+        ),
+        pytest.param(
             "max_error_rate: 0.0",
             "max_error_rate: 5",
             r"max_error_rate: Input should be less than or equal to 1",
