@@ -34,6 +34,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "dashboard.middleware.nul_bytes_refused",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -99,7 +100,6 @@ LOGGING = {
 PERFWATCH_DEMO = env.bool("PERFWATCH_DEMO", default=False)
 PERFWATCH_GITHUB_REPOSITORY = env.str("PERFWATCH_GITHUB_REPOSITORY", default="vllm-project/vllm")
 PERFWATCH_MAX_REPORT_BYTES = env.int("PERFWATCH_MAX_REPORT_BYTES", default=64 * 1024 * 1024)
-DATA_UPLOAD_MAX_MEMORY_SIZE = PERFWATCH_MAX_REPORT_BYTES + 1024 * 1024
 
 # Celery: the broker only carries "please look at run N"; the database is the truth.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")

@@ -2,7 +2,7 @@
 
 Pure Python: it never imports guidellm (importing its report models costs seconds and ~1 GB).
 guidellm exits 0 and writes 0.0 for every latency when all requests failed, so a report is
-validated before any number in it is trusted.
+validated before any number in it is trusted: bounded in size and shape, and physically possible.
 """
 
 from __future__ import annotations
@@ -14,6 +14,22 @@ from dataclasses import dataclass
 from typing import Any
 
 SUPPORTED_REPORT_VERSION = 2
+
+# Bounds on what one report may hold: a hostile or broken report must not become 100,000 series.
+MAX_LEVELS = 32
+MAX_CONCURRENCY = 100_000
+MAX_LABELS = 32
+MAX_LABEL_KEY_CHARS = 64
+MAX_LABEL_VALUE_CHARS = 256
+MAX_VERSION_CHARS = 50
+# The largest believable value per unit (a day of latency, ten million tokens a second, ...).
+_UPPER_BOUNDS: dict[str, float] = {
+    "_tok_s": 1e7,
+    "_req_s": 1e6,
+    "_ms_": 86_400_000.0,
+    "_s_": 86_400.0,
+    "requests_": 1e9,
+}
 
 # metric key -> (path under benchmarks[i].metrics, statistic)
 _LATENCY_SOURCES: dict[str, str] = {
@@ -77,7 +93,7 @@ def _dig(node: Any, path: Sequence[str], *, where: str) -> Any:
 def _number(node: Any, path: Sequence[str], *, where: str) -> float:
     value = _dig(node, path, where=where)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ReportInvalid(f"{where}: '{'.'.join(path)}' is not a finite number ({value!r})")
+        raise ReportInvalid(f"{where}: '{'.'.join(path)}' is not a finite number ({str(value)[:40]!r})")
     return float(value)
 
 
@@ -93,11 +109,67 @@ def _first_error(benchmark: Any) -> str:
     return ""
 
 
+def _upper_bound(metric: str) -> float:
+    return next(bound for marker, bound in _UPPER_BOUNDS.items() if marker in f"{metric}_")
+
+
+def _sanity_check(metrics: Mapping[str, float], *, where: str) -> None:
+    """Every value non-negative and believable, and each latency's p50 <= p90 <= p99; name the field."""
+    for metric, value in metrics.items():
+        if value < 0:
+            raise ReportInvalid(f"{where}: {metric} is negative ({value:g})")
+        if value > _upper_bound(metric):
+            raise ReportInvalid(
+                f"{where}: {metric} is {value:g}, above the bound of {_upper_bound(metric):g}"
+            )
+    for prefix in _LATENCY_SOURCES:
+        for lower, upper in (("p50", "p90"), ("p90", "p99")):
+            if metrics[f"{prefix}_{lower}"] > metrics[f"{prefix}_{upper}"]:
+                raise ReportInvalid(
+                    f"{where}: {prefix}_{lower} ({metrics[f'{prefix}_{lower}']:g}) is above "
+                    f"{prefix}_{upper} ({metrics[f'{prefix}_{upper}']:g})"
+                )
+
+
+def _text(value: Any, *, what: str, max_chars: int) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ReportInvalid(f"{what} must be text, not {type(value).__name__}")
+    text = str(value)
+    if len(text) > max_chars:
+        raise ReportInvalid(f"{what} is {len(text)} characters long, over the limit of {max_chars}")
+    if "\x00" in text:
+        raise ReportInvalid(f"{what} holds a NUL character")
+    return text
+
+
+def _labels_parse(document: Mapping[str, Any]) -> dict[str, str]:
+    config = document.get("config")
+    metadata = config.get("metadata") if isinstance(config, Mapping) else None
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    if labels is None:
+        return {}
+    if not isinstance(labels, Mapping):
+        raise ReportInvalid(f"config.metadata.labels must be an object, not {type(labels).__name__}")
+    if len(labels) > MAX_LABELS:
+        raise ReportInvalid(
+            f"config.metadata.labels has {len(labels)} labels, over the limit of {MAX_LABELS}"
+        )
+    return {
+        _text(key, what="a label name", max_chars=MAX_LABEL_KEY_CHARS): _text(
+            value, what=f"label {str(key)[:MAX_LABEL_KEY_CHARS]!r}", max_chars=MAX_LABEL_VALUE_CHARS
+        )
+        for key, value in labels.items()
+    }
+
+
 def _level_parse(benchmark: Any, *, index: int, max_error_rate: float) -> LevelResult:
     where = f"benchmarks[{index}]"
     streams = _dig(benchmark, ("config", "strategy", "streams"), where=where)
-    if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
-        raise ReportInvalid(f"{where}: config.strategy.streams is not a concurrency level ({streams!r})")
+    if isinstance(streams, bool) or not isinstance(streams, int) or not 1 <= streams <= MAX_CONCURRENCY:
+        raise ReportInvalid(
+            f"{where}: config.strategy.streams is not a concurrency level from 1 to {MAX_CONCURRENCY} "
+            f"({str(streams)[:40]!r})"
+        )
     where = f"concurrency {streams}"
     metrics_node = _dig(benchmark, ("metrics",), where=where)
 
@@ -143,17 +215,23 @@ def _level_parse(benchmark: Any, *, index: int, max_error_rate: float) -> LevelR
             )
     for kind, count in totals.items():
         metrics[f"requests_{kind}"] = float(count)
+    _sanity_check(metrics, where=where)
     return LevelResult(concurrency=streams, metrics=metrics)
 
 
 def report_parse(
     *, raw: bytes | str, expected_concurrencies: Sequence[int] = (), max_error_rate: float = 0.0
 ) -> GuidellmReport:
-    """Parse and validate a guidellm JSON report; raise ReportInvalid with a one-line reason."""
+    """Parse and validate a guidellm JSON report; raise ReportInvalid with a one-line reason.
+
+    With `expected_concurrencies`, the report's levels must be exactly those.
+    """
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ReportInvalid(f"not valid JSON (truncated or corrupt?): {error}") from None
+    except RecursionError:
+        raise ReportInvalid("not a guidellm report: JSON nested too deeply") from None
     if not isinstance(document, Mapping) or "benchmarks" not in document or "metadata" not in document:
         raise ReportInvalid("not a guidellm report: expected top-level 'metadata' and 'benchmarks'")
     version = _dig(document, ("metadata", "version"), where="report")
@@ -164,6 +242,8 @@ def report_parse(
     benchmarks = document["benchmarks"]
     if not isinstance(benchmarks, list) or not benchmarks:
         raise ReportInvalid("report has no benchmark levels")
+    if len(benchmarks) > MAX_LEVELS:
+        raise ReportInvalid(f"report has {len(benchmarks)} benchmark levels, over the limit of {MAX_LEVELS}")
 
     levels = [
         _level_parse(benchmark, index=index, max_error_rate=max_error_rate)
@@ -176,12 +256,18 @@ def report_parse(
     missing = sorted(set(expected_concurrencies) - set(seen))
     if missing:
         raise ReportInvalid(f"missing concurrency level(s) {missing} (report has {sorted(seen)})")
+    unexpected = sorted(set(seen) - set(expected_concurrencies)) if expected_concurrencies else []
+    if unexpected:
+        raise ReportInvalid(
+            f"unexpected concurrency level(s) {unexpected} (the suite's are {sorted(expected_concurrencies)})"
+        )
 
-    config = document.get("config")
-    metadata = config.get("metadata") if isinstance(config, Mapping) else None
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
     return GuidellmReport(
-        guidellm_version=str(document["metadata"].get("guidellm_version", "unknown")),
-        labels={str(k): str(v) for k, v in (labels or {}).items()},
+        guidellm_version=_text(
+            document["metadata"].get("guidellm_version", "unknown"),
+            what="metadata.guidellm_version",
+            max_chars=MAX_VERSION_CHARS,
+        ),
+        labels=_labels_parse(document),
         levels=tuple(sorted(levels, key=lambda level: level.concurrency)),
     )

@@ -16,7 +16,9 @@ from dashboard.regressions.services import detection_enqueue
 from runners.guidellm_report import GuidellmReport, ReportInvalid, report_parse
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+# Series are created on first sight; this many per suite is far beyond any real workload.
+MAX_SERIES_PER_SUITE = 5000
 
 
 class IngestRejected(Exception):
@@ -34,11 +36,26 @@ class IngestOutcome:
     measurement_count: int
 
 
-def _name_check(*, value: str, what: str) -> str:
+def _name_check(*, value: str, what: str, max_chars: int = 100) -> str:
     value = value.strip().lower()
-    if not _NAME.match(value):
-        raise IngestRejected(f"invalid {what} {value!r}: use lowercase letters, digits, '.', '_' or '-'")
+    if not _NAME.match(value) or len(value) > max_chars:
+        raise IngestRejected(
+            f"invalid {what} {value[:max_chars]!r}: "
+            f"at most {max_chars} lowercase letters, digits, '.', '_' or '-'"
+        )
     return value
+
+
+def _series_cap_check(*, suite: Suite, hardware_class: str, report: GuidellmReport) -> None:
+    existing = set(
+        Series.objects.filter(suite=suite, hardware_class=hardware_class).values_list("concurrency", "metric")
+    )
+    new = {(level.concurrency, metric) for level in report.levels for metric in level.metrics} - existing
+    total = Series.objects.filter(suite=suite).count() + len(new)
+    if new and total > MAX_SERIES_PER_SUITE:
+        raise IngestRejected(
+            f"suite {suite.name!r} would hold {total} series, over the limit of {MAX_SERIES_PER_SUITE}"
+        )
 
 
 def repository_default() -> Repository:
@@ -99,7 +116,7 @@ def report_ingest(
             f"report is {len(raw)} bytes, over the limit of {settings.PERFWATCH_MAX_REPORT_BYTES}"
         )
     suite_name = _name_check(value=suite_name, what="suite name")
-    hardware_class = _name_check(value=hardware_class, what="hardware class")
+    hardware_class = _name_check(value=hardware_class, what="hardware class", max_chars=50)
     if runner_name is not None:
         runner_name = _name_check(value=runner_name, what="runner name")
     existing_suite = Suite.objects.filter(name=suite_name).first()
@@ -119,6 +136,7 @@ def report_ingest(
             suite, _ = Suite.objects.get_or_create(
                 name=suite_name, defaults={"hardware_class": hardware_class}
             )
+            _series_cap_check(suite=suite, hardware_class=hardware_class, report=report)
             runner = None
             if runner_name:
                 runner, _ = Runner.objects.get_or_create(

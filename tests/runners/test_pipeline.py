@@ -87,8 +87,15 @@ def test_successful_run_returns_the_report_and_its_evidence(tmp_path, fake_cache
     monkeypatch.setenv("FAKE_GUIDELLM_MODE", "report")
     monkeypatch.setenv("FAKE_GUIDELLM_REPORT", str(report))
     beats: list[float] = []
+    # The recorded report has levels 1, 2 and 4; a report must hold exactly its suite's levels.
+    suite = suite_without_local_model()
+    suite = suite.model_copy(
+        update={"benchmark": suite.benchmark.model_copy(update={"concurrencies": (1, 2, 4)})}
+    )
 
-    outcome = execute(tmp_path, fake_cache, stages=stages, heartbeat=lambda: beats.append(time.monotonic()))
+    outcome = execute(
+        tmp_path, fake_cache, stages=stages, suite=suite, heartbeat=lambda: beats.append(time.monotonic())
+    )
 
     assert isinstance(outcome, BenchmarkOutcome)
     assert stages == ["installing", "starting_server", "benchmarking"]
