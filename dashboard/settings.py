@@ -107,6 +107,9 @@ CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None
 CELERY_BROKER_CONNECTION_TIMEOUT = 5
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=300)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=360)
+# A message taken by a worker that vanished (kill -9, lost host) is handed out again after this long;
+# it must exceed the longest late-acknowledged task and retry countdown (5 min).
+CELERY_VISIBILITY_TIMEOUT_S = env.int("CELERY_VISIBILITY_TIMEOUT_S", default=600)
 
 # Runner workers: who this node is, and how long a run stays held without a heartbeat.
 # A runner node is named after its host unless told otherwise.
@@ -139,6 +142,8 @@ PERFWATCH_DETECTION_WINDOW = env.int("PERFWATCH_DETECTION_WINDOW", default=200)
 PERFWATCH_ALERT_EMAILS = env.list("PERFWATCH_ALERT_EMAILS", default=[])
 PERFWATCH_SLACK_WEBHOOK_URL = env.str("PERFWATCH_SLACK_WEBHOOK_URL", default="")
 PERFWATCH_NOTIFY_TIMEOUT_S = env.int("PERFWATCH_NOTIFY_TIMEOUT_S", default=10)
+# A notification still `sending` after this long lost its sender (longer than the task's time limit).
+PERFWATCH_NOTIFY_SENDING_STALE_S = env.int("PERFWATCH_NOTIFY_SENDING_STALE_S", default=120)
 # The culprit PR is commented on with GITHUB_TOKEN at GITHUB_API_URL (the GitHub block above).
 # Django's mailers from one URL, e.g. smtp+tls://user:password@smtp.example.com:587; consolemail:// prints.
 _email = env.email_url("EMAIL_URL", default="consolemail://")

@@ -6,6 +6,7 @@ The database is the source of truth for a run; the broker only carries "please l
 import os
 
 from celery import Celery
+from django.conf import settings
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
@@ -14,10 +15,18 @@ app = Celery("perfwatch")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_default_queue = "default"
 app.conf.task_queues = (Queue("default"),)
-app.conf.task_acks_late = False
+# Control tasks are idempotent, so they are acknowledged when done: a worker killed mid-task (kill -9,
+# OOM) hands its message back at once, and one that vanished with its host is redelivered after the
+# visibility timeout (CELERY_VISIBILITY_TIMEOUT_S, minutes). Benchmark runs opt out: they last hours,
+# ack on receipt, and are made exactly-once by the run's database lease (see benchmark_run).
+app.conf.task_acks_late = True
+app.conf.task_reject_on_worker_lost = True
+# On a lost broker connection a late-acked task could not be acknowledged anyway: stop it and let the
+# redelivered message run it again, rather than run it twice side by side.
+app.conf.worker_cancel_long_running_tasks_on_connection_loss = True
 app.conf.worker_prefetch_multiplier = 1
 app.conf.broker_connection_retry_on_startup = True
-app.conf.broker_transport_options = {"visibility_timeout": 3600}
+app.conf.broker_transport_options = {"visibility_timeout": settings.CELERY_VISIBILITY_TIMEOUT_S}
 app.autodiscover_tasks(["workers"], related_name="tasks")
 app.autodiscover_tasks(["workers"], related_name="presence")
 app.conf.beat_schedule = {

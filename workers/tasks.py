@@ -5,13 +5,35 @@ from __future__ import annotations
 import logging
 import random
 from datetime import timedelta
+from typing import TypedDict
 
 from celery import Task, shared_task
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
+
+# A broker or database that is restarting: worth waiting for. Retries wait 5, 10, 20 … 300 s, about
+# 15 minutes in all, so a task outlasts a restart; every wait stays below the broker's visibility timeout.
+TRANSIENT_ERRORS = (ConnectionError, OperationalError, InterfaceError)
+
+
+class RetryPolicy(TypedDict):
+    autoretry_for: tuple[type[BaseException], ...]
+    retry_backoff: int
+    retry_backoff_max: int
+    retry_jitter: bool
+    max_retries: int
+
+
+RETRY_POLICY: RetryPolicy = {
+    "autoretry_for": TRANSIENT_ERRORS,
+    "retry_backoff": 5,
+    "retry_backoff_max": 300,
+    "retry_jitter": False,
+    "max_retries": 8,
+}
 
 
 @shared_task(name="perfwatch.benchmark_run", acks_late=False, ignore_result=True)
@@ -33,9 +55,7 @@ def benchmark_run(run_id: int) -> str | None:
     ignore_result=True,
     soft_time_limit=60,
     time_limit=90,
-    autoretry_for=(ConnectionError,),
-    retry_backoff=True,
-    max_retries=3,
+    **RETRY_POLICY,
 )
 def runs_requeue_expired() -> list[int]:
     """Requeue runs whose runner died, and resend messages the broker may have lost."""
@@ -51,9 +71,7 @@ def runs_requeue_expired() -> list[int]:
     ignore_result=True,
     soft_time_limit=120,
     time_limit=150,
-    autoretry_for=(ConnectionError,),
-    retry_backoff=True,
-    max_retries=3,
+    **RETRY_POLICY,
 )
 def runs_schedule() -> list[int]:
     from dashboard.benchmarks.lifecycle import runs_schedule_all
@@ -61,16 +79,16 @@ def runs_schedule() -> list[int]:
     return [run.pk for run in runs_schedule_all()]
 
 
+# Periodic sweeps that may run longer than the broker's visibility timeout are acknowledged on receipt
+# (a late ack would have the broker hand them out again mid-run); beat sends the next one anyway.
 @shared_task(
     name="perfwatch.github_commits_sync",
-    acks_late=True,
+    acks_late=False,
     ignore_result=True,
     # A first fetch of the mirror may take the whole fetch timeout; storing follows it.
     soft_time_limit=900,
     time_limit=960,
-    autoretry_for=(ConnectionError,),
-    retry_backoff=True,
-    max_retries=3,
+    **RETRY_POLICY,
 )
 def github_commits_sync() -> int:
     """Sync main's history (mirror or REST, as configured); return how many commits were new."""
@@ -128,9 +146,7 @@ def github_pull_request_record(repo: str, pull: dict[str, object]) -> int | None
     ignore_result=True,
     soft_time_limit=120,
     time_limit=150,
-    autoretry_for=(ConnectionError, DatabaseError),
-    retry_backoff=True,
-    max_retries=3,
+    **RETRY_POLICY,
 )
 def detect_series(run_id: int) -> int:
     """Look for changes in every series run `run_id` touched; idempotent, so a redelivery is harmless."""
@@ -141,13 +157,11 @@ def detect_series(run_id: int) -> int:
 
 @shared_task(
     name="perfwatch.detect_recent",
-    acks_late=True,
+    acks_late=False,
     ignore_result=True,
     soft_time_limit=600,
     time_limit=660,
-    autoretry_for=(ConnectionError, DatabaseError),
-    retry_backoff=True,
-    max_retries=3,
+    **RETRY_POLICY,
 )
 def detect_recent() -> int:
     """Catch up on runs whose detection message was lost: trailing windows of recently run series."""
@@ -156,31 +170,42 @@ def detect_recent() -> int:
     return runs_detect_recent(since=timezone.now() - timedelta(hours=1)).alerts_created
 
 
-# Acknowledged on receipt: a crash mid-send leaves the row pending, and the sweep below sends it then.
+# Acknowledged late: a worker killed mid-send hands the message back, and the row's `sending` mark keeps
+# the redelivery from sending it twice.
 @shared_task(
     bind=True,
     name="perfwatch.notification_send",
-    acks_late=False,
+    acks_late=True,
     ignore_result=True,
     soft_time_limit=60,
     time_limit=90,
-    max_retries=6,
+    max_retries=8,
 )
 def notification_send(self: Task, notification_id: int) -> str | None:
     """Send one alert-group notification; a failure is recorded on its row, then retried with backoff."""
-    from dashboard.regressions.notifications import NotificationFailed
+    from dashboard.regressions.notifications import NotificationFailed, NotificationInFlight
     from dashboard.regressions.notifications import notification_send as send
 
     try:
         notification = send(notification_id=notification_id)
+    except NotificationInFlight as busy:
+        raise self.retry(exc=busy, countdown=busy.retry_in_s + 1) from None
     except NotificationFailed as error:
-        # 30 s, 1 min, 2 min … at most 30 min, jittered so a mail server coming back is not stampeded.
-        countdown = min(1800, 30 * 2**self.request.retries) * random.uniform(0.5, 1.0)
+        # 30 s, 1 min, 2 min … at most 5 min (below the broker's visibility timeout), jittered so a mail
+        # server coming back is not stampeded.
+        countdown = min(300, 30 * 2**self.request.retries) * random.uniform(0.5, 1.0)
         raise self.retry(exc=error, countdown=countdown) from None
     return notification.status if notification else None
 
 
-@shared_task(name="perfwatch.notifications_resend", acks_late=True, ignore_result=True, soft_time_limit=60)
+@shared_task(
+    name="perfwatch.notifications_resend",
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=60,
+    time_limit=90,
+    **RETRY_POLICY,
+)
 def notifications_resend() -> list[int]:
     from dashboard.regressions.notifications import notifications_pending_resend
 

@@ -85,6 +85,7 @@ class PullInfo:
     merge_commit_sha: str | None
     merged_at: datetime | None
     html_url: str
+    updated_at: datetime | None = None  # orders two answers about the same PR
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,7 @@ class GitHubClient:
             merge_commit_sha=pull.get("merge_commit_sha") if merged else None,
             merged_at=_timestamp(pull["merged_at"]) if merged and pull.get("merged_at") else None,
             html_url=pull["html_url"],
+            updated_at=_timestamp(pull["updated_at"]) if pull.get("updated_at") else None,
         )
 
     def commits_list(
@@ -228,6 +230,24 @@ class GitHubClient:
         # GitHub lists newest first; the mirror and the timelines go oldest first.
         return CommitsResponse(commits=tuple(reversed(newest_first)), etag=first.headers.get("ETag"))
 
+    def issue_comments_find(self, *, repo: str, number: int, marker: str, max_pages: int = 20) -> str | None:
+        """The URL of the first comment on issue or PR ``number`` whose body holds ``marker``, or None."""
+        url: str | None = f"/repos/{repository_validate(repo=repo)}/issues/{number}/comments?per_page=100"
+        for _ in range(max_pages):
+            if url is None:
+                return None
+            response = self._get(url, etag=None)
+            for comment in response.payload:
+                if marker in (comment.get("body") or ""):
+                    return str(comment.get("html_url") or "")
+            url = self._next_page(response.headers)
+        raise GitHubError(f"{repo}#{number} has more than {max_pages} pages of comments")
+
+    def issue_comment_create(self, *, repo: str, number: int, body: str) -> str:
+        """Comment on issue or PR ``number``; return the new comment's URL."""
+        path = f"/repos/{repository_validate(repo=repo)}/issues/{number}/comments"
+        return str(self._request("POST", path, body={"body": body}).payload.get("html_url") or "")
+
     def _next_page(self, headers: HTTPMessage) -> str | None:
         match = _LINK_NEXT.search(headers.get("Link") or "")
         if match is None:
@@ -238,6 +258,11 @@ class GitHubClient:
         return url
 
     def _get(self, path_or_url: str, *, etag: str | None) -> _Response:
+        return self._request("GET", path_or_url, etag=etag)
+
+    def _request(
+        self, method: str, path_or_url: str, *, etag: str | None = None, body: dict[str, Any] | None = None
+    ) -> _Response:
         url = path_or_url if "://" in path_or_url else self.base_url + path_or_url
         headers = {
             "Accept": "application/vnd.github+json",
@@ -248,7 +273,11 @@ class GitHubClient:
             headers["Authorization"] = f"Bearer {self._token}"
         if etag:
             headers["If-None-Match"] = etag
-        request = urllib.request.Request(url, headers=headers, method="GET")
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with self._opener.open(request, timeout=self.timeout_s) as response:
                 status, response_headers, raw = response.status, response.headers, response.read()

@@ -69,6 +69,9 @@ class PullRequest(models.Model):
     )
     html_url = models.URLField(max_length=300, blank=True)
     fetched_at = models.DateTimeField(null=True, blank=True, help_text="Last answer from GitHub's API")
+    github_updated_at = models.DateTimeField(
+        null=True, blank=True, help_text="GitHub's updated_at of the stored state: anything older is ignored"
+    )
 
     class Meta:
         constraints = [
@@ -165,3 +168,15 @@ class CommitSyncState(models.Model):
 
     def __str__(self) -> str:
         return f"{self.repository}: {self.tip_sha[:8] or 'never synced'}"
+
+
+class WebhookDelivery(models.Model):
+    """A webhook delivery already acted on, by GitHub's X-GitHub-Delivery: a redelivery is answered and
+    ignored."""
+
+    delivery_id = models.CharField(max_length=100, unique=True)
+    event = models.CharField(max_length=50)
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.delivery_id}"

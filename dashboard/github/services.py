@@ -39,6 +39,7 @@ from dashboard.github.models import (
     Tag,
     TrackingIssue,
     TrackingIssueItem,
+    WebhookDelivery,
 )
 from dashboard.github.subjects import change_class_from_paths, subject_pr_number, subject_reverted_pr
 from dashboard.github.tracking import PullReference, repository_validate, tracking_issue_parse
@@ -134,9 +135,10 @@ WEBHOOK_EVENTS = frozenset({"push", "issues", "pull_request"})
 
 @dataclass(frozen=True)
 class WebhookOutcome:
-    """The names of the tasks a delivery queued (none when it needed nothing)."""
+    """The names of the tasks a delivery queued (none when it needed nothing, or it was a redelivery)."""
 
     queued: tuple[str, ...] = ()
+    duplicate: bool = False
 
 
 def _one_line(message: object) -> str:
@@ -467,7 +469,14 @@ def pull_requests_link(*, repository: Repository) -> int:
 
 
 def pull_request_apply(*, pull: PullRequest, info: PullInfo) -> PullRequest:
-    """Store what GitHub says of a PR (title, author, state, merge commit) and link the merge commit."""
+    """Store what GitHub says of a PR (title, author, state, merge commit) and link the merge commit.
+
+    An answer older than the stored state (a webhook delivered late or replayed) changes nothing.
+    """
+    stored = pull.github_updated_at
+    if info.updated_at is not None and stored is not None and info.updated_at < stored:
+        return pull
+    pull.github_updated_at = info.updated_at or pull.github_updated_at
     pull.title = info.title[:500]
     pull.author = info.author[:200]
     pull.html_url = info.html_url
@@ -490,14 +499,16 @@ def pull_request_apply(*, pull: PullRequest, info: PullInfo) -> PullRequest:
 
 def pull_request_record(*, repo: str, info: PullInfo) -> PullRequest | None:
     """Apply a PR's state from a webhook to the PR if a tracking issue lists it; None if none does."""
-    pull = (
-        PullRequest.objects.select_related("repository")
-        .filter(repository__full_name__iexact=repo, number=info.number)
-        .first()
-    )
-    if pull is None:
-        return None
     with transaction.atomic():
+        # Locked: two deliveries about one PR are compared with the stored state one after the other.
+        pull = (
+            PullRequest.objects.select_for_update(of=("self",))
+            .select_related("repository")
+            .filter(repository__full_name__iexact=repo, number=info.number)
+            .first()
+        )
+        if pull is None:
+            return None
         pull_request_apply(pull=pull, info=info)
         pull_requests_link(repository=pull.repository)
     return pull
@@ -705,7 +716,32 @@ def pull_info_from_payload(*, pull: Mapping[str, Any]) -> PullInfo:
         merge_commit_sha=pull.get("merge_commit_sha") if merged else None,
         merged_at=datetime.fromisoformat(merged_at.replace("Z", "+00:00")) if merged and merged_at else None,
         html_url=str(pull.get("html_url") or ""),
+        updated_at=_payload_time(pull.get("updated_at")),
     )
+
+
+def _payload_time(value: object) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise WebhookPayloadInvalid("a timestamp is not a string")
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        raise WebhookPayloadInvalid(f"the timestamp {value!r} has no time zone")
+    return parsed
+
+
+def webhook_delivery_handle(*, delivery_id: str, event: str, payload: Mapping[str, Any]) -> WebhookOutcome:
+    """Act on a verified delivery once: a delivery id already recorded is a redelivery and needs nothing.
+
+    The id is recorded in the transaction that queues the work, so a delivery that failed is not
+    remembered and GitHub's retry of it is acted on.
+    """
+    with transaction.atomic():
+        _, created = WebhookDelivery.objects.get_or_create(delivery_id=delivery_id, defaults={"event": event})
+        if not created:
+            return WebhookOutcome(duplicate=True)
+        return webhook_event_handle(event=event, payload=payload)
 
 
 def webhook_event_handle(*, event: str, payload: Mapping[str, Any]) -> WebhookOutcome:
@@ -752,7 +788,16 @@ def webhook_event_handle(*, event: str, payload: Mapping[str, Any]) -> WebhookOu
             return WebhookOutcome()
         fields = {
             key: pull.get(key)
-            for key in ("number", "title", "state", "merged", "merge_commit_sha", "merged_at", "html_url")
+            for key in (
+                "number",
+                "title",
+                "state",
+                "merged",
+                "merge_commit_sha",
+                "merged_at",
+                "html_url",
+                "updated_at",
+            )
         }
         fields["user"] = {"login": info.author}
         transaction.on_commit(lambda: tasks.github_pull_request_record.delay(full_name, fields))

@@ -4,6 +4,7 @@ request, call a selector or service, shape with dashboard.github.tables, render.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 import plotly.io
@@ -20,13 +21,16 @@ from dashboard.benchmarks.compare import compare_markdown
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
 from dashboard.github import selectors
 from dashboard.github.figures import pull_request_figure as pull_request_figure_build
-from dashboard.github.services import WEBHOOK_EVENTS, WebhookPayloadInvalid, webhook_event_handle
+from dashboard.github.services import WEBHOOK_EVENTS, WebhookPayloadInvalid, webhook_delivery_handle
 from dashboard.github.signatures import signature_verify
 from dashboard.github.tables import compare_table, impact_rows, impact_sort_parse, metric_columns
 from dashboard.github.timeline import tracking_query_pairs, tracking_selection_parse
 from dashboard.web.metrics import metric_display
 from dashboard.web.tables import HEADLINE_DISPLAYS
 from dashboard.web.views import commit_url_builder
+
+# GitHub's delivery ids are GUIDs; anything else is not from GitHub.
+_DELIVERY_ID = re.compile(r"[A-Za-z0-9-]{1,100}")
 
 
 def _not_found(request: HttpRequest, message: str) -> HttpResponse:
@@ -49,13 +53,18 @@ def webhook(request: HttpRequest) -> HttpResponse:
         return JsonResponse({"pong": True})
     if event not in WEBHOOK_EVENTS:
         return HttpResponse(status=204)
+    delivery_id = request.headers.get("X-GitHub-Delivery", "")
+    if not _DELIVERY_ID.fullmatch(delivery_id):
+        return JsonResponse({"error": "missing or malformed X-GitHub-Delivery"}, status=400)
     try:
         payload = json.loads(request.body)
         if not isinstance(payload, dict):
             raise WebhookPayloadInvalid("the payload is not a JSON object")
-        outcome = webhook_event_handle(event=event, payload=payload)
+        outcome = webhook_delivery_handle(delivery_id=delivery_id, event=event, payload=payload)
     except (ValueError, TypeError) as error:  # WebhookPayloadInvalid and malformed JSON or values
         return JsonResponse({"error": f"unreadable {event} payload: {error}"}, status=400)
+    if outcome.duplicate:
+        return JsonResponse({"queued": [], "duplicate": True})
     return JsonResponse({"queued": list(outcome.queued)}, status=202 if outcome.queued else 200)
 
 

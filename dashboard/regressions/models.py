@@ -188,8 +188,13 @@ class NotificationChannel(models.TextChoices):
 
 class NotificationStatus(models.TextChoices):
     PENDING = "pending"
+    # Marked (and committed) before the message leaves: a crash can no longer make it look unsent.
+    SENDING = "sending"
     SENT = "sent"
     FAILED = "failed"
+    # The sender died while an e-mail or Slack message was leaving: it may have gone out, so it is not
+    # sent again without a person deciding (a GitHub comment is settled by its marker instead).
+    INTERRUPTED = "interrupted"
     SKIPPED = "skipped"
 
 

@@ -1,8 +1,9 @@
 """One message per new alert group and channel: e-mail, a Slack-compatible webhook, a comment on the PR.
 
 A Notification row per (group, channel) is created once, behind a unique constraint, and only its
-creator enqueues the sending; the sender holds the row's lock while it sends, so a redelivered task finds
-it sent. Failures are recorded on the row (and shown on the group's page) before the task retries.
+creator enqueues the sending; a sender marks the row `sending` with a conditional UPDATE before the
+message leaves, so a redelivered task never sends it a second time. Failures are recorded on the row (and
+shown on the group's page) before the task retries.
 """
 
 from __future__ import annotations
@@ -15,17 +16,18 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
-from django.db.models import Prefetch, prefetch_related_objects
+from django.db.models import F, Prefetch, Q, prefetch_related_objects
 from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit
+from dashboard.github.client import GitHubClient, GitHubError
 from dashboard.regressions.models import (
     Alert,
     AlertGroup,
@@ -204,8 +206,15 @@ def _post_json(*, url: str, payload: dict[str, object], headers: dict[str, str])
         raise NotificationFailed(f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}") from None
 
 
-def _email_send(*, message: GroupMessage) -> None:
-    email = EmailMessage(subject=message.subject, body=message.text, to=list(settings.PERFWATCH_ALERT_EMAILS))
+def _email_send(*, message: GroupMessage, notification_id: int) -> None:
+    # The same Message-ID on every attempt: a mail client that sees a resent copy shows it once.
+    domain = urllib.parse.urlsplit(settings.PERFWATCH_BASE_URL).hostname or "perfwatch.invalid"
+    email = EmailMessage(
+        subject=message.subject,
+        body=message.text,
+        to=list(settings.PERFWATCH_ALERT_EMAILS),
+        headers={"Message-ID": f"<perfwatch-notification-{notification_id}@{domain}>"},
+    )
     try:
         email.send()
     except (smtplib.SMTPException, OSError) as error:
@@ -218,65 +227,146 @@ def _slack_send(*, message: GroupMessage) -> None:
     _post_json(url=settings.PERFWATCH_SLACK_WEBHOOK_URL, payload={"text": text}, headers={})
 
 
-def _github_comment(*, message: GroupMessage, target: str) -> None:
-    repo, _, number = target.rpartition("#")
-    _post_json(
-        url=f"{settings.GITHUB_API_URL.rstrip('/')}/repos/{repo}/issues/{number}/comments",
-        payload={"body": message.markdown},
-        headers={
-            "Accept": "application/vnd.github+json",
-            "Authorization": f"Bearer {settings.GITHUB_TOKEN}",
-            "X-GitHub-Api-Version": "2022-11-28",
-        },
+def _github_marker(group_id: int) -> str:
+    """Hidden in the comment's body: how a later attempt finds the comment an interrupted one posted."""
+    return f"<!-- perfwatch:alert-group:{group_id} -->"
+
+
+def _github_client() -> GitHubClient:
+    return GitHubClient(
+        token=settings.GITHUB_TOKEN or None,
+        base_url=settings.GITHUB_API_URL,
+        timeout_s=settings.PERFWATCH_NOTIFY_TIMEOUT_S,
     )
 
 
-def notification_send(*, notification_id: int) -> Notification | None:
-    """Send one pending (or previously failed) notification; raise NotificationFailed after recording why."""
-    failure: NotificationFailed | None = None
-    with transaction.atomic():
-        notification = (
-            # Lock the notification alone: locking the joined group and commits too would queue this
-            # behind a detection or bisection that holds them, and a stale re-check can then miss the row.
-            Notification.objects.select_for_update(of=("self",))
-            .select_related("group__base_commit", "group__head_commit__repository")
-            .filter(pk=notification_id)
-            .first()
+def _github_comment_find(*, notification: Notification) -> str | None:
+    """The URL of the group's comment already on the PR, or None; NotificationFailed if GitHub can't say."""
+    repo, _, number = notification.target.rpartition("#")
+    try:
+        return _github_client().issue_comments_find(
+            repo=repo, number=int(number), marker=_github_marker(notification.group_id)
         )
-        if notification is None or notification.status in (
-            NotificationStatus.SENT,
-            NotificationStatus.SKIPPED,
-        ):
+    except GitHubError as error:
+        raise NotificationFailed(f"cannot list the PR's comments: {error}") from None
+
+
+def _github_comment(*, message: GroupMessage, notification: Notification) -> None:
+    repo, _, number = notification.target.rpartition("#")
+    body = f"{message.markdown}\n\n{_github_marker(notification.group_id)}"
+    try:
+        _github_client().issue_comment_create(repo=repo, number=int(number), body=body)
+    except GitHubError as error:
+        raise NotificationFailed(str(error)) from None
+
+
+def _deliver(*, notification: Notification, message: GroupMessage) -> None:
+    if notification.channel == NotificationChannel.EMAIL:
+        _email_send(message=message, notification_id=notification.pk)
+    elif notification.channel == NotificationChannel.SLACK:
+        _slack_send(message=message)
+    # An earlier attempt may have posted although it failed or died (GitHub answered 502 after storing
+    # the comment, or the worker was killed before recording it): look for its marker before posting.
+    elif notification.attempts == 0 or _github_comment_find(notification=notification) is None:
+        _github_comment(message=message, notification=notification)
+
+
+class NotificationInFlight(Exception):
+    """Another sender marked the row `sending` moments ago; look again after ``retry_in_s``."""
+
+    def __init__(self, *, retry_in_s: float) -> None:
+        super().__init__(f"being sent; look again in {retry_in_s:.0f} s")
+        self.retry_in_s = retry_in_s
+
+
+def _claim(
+    *, notification_id: int, statuses: Sequence[str], attempted_at: datetime | None = None
+) -> datetime | None:
+    """Mark the row `sending` if it is still in one of ``statuses`` (and, when given, still carries
+    ``attempted_at``): one committed conditional UPDATE, so exactly one sender wins. Return the mark."""
+    now = timezone.now()
+    rows = Notification.objects.filter(pk=notification_id, status__in=statuses)
+    if attempted_at is not None:
+        rows = rows.filter(attempted_at=attempted_at)
+    claimed = rows.update(status=NotificationStatus.SENDING, attempts=F("attempts") + 1, attempted_at=now)
+    return now if claimed else None
+
+
+def _settle(*, notification_id: int, attempted_at: datetime | None, status: str, error: str = "") -> None:
+    """Record how the attempt marked at ``attempted_at`` ended (unless another one took the row over)."""
+    fields: dict[str, object] = {"status": status, "last_error": " ".join(error.split())[:ERROR_CHARS]}
+    if status == NotificationStatus.SENT:
+        fields["sent_at"] = timezone.now()
+    Notification.objects.filter(
+        pk=notification_id, status=NotificationStatus.SENDING, attempted_at=attempted_at
+    ).update(**fields)
+
+
+def notification_send(*, notification_id: int) -> Notification | None:
+    """Send one pending (or previously failed) notification; raise NotificationFailed after recording why.
+
+    The row is marked `sending` and committed before the message leaves, and nothing holds a lock or a
+    transaction open while it travels. A row found `sending` for longer than a send can take belongs to a
+    sender that died: a GitHub comment is looked up by its hidden marker and posted only if missing; an
+    e-mail or Slack message, which cannot be looked up, is marked interrupted for a person to resend.
+    """
+    notification = (
+        Notification.objects.select_related("group__base_commit", "group__head_commit__repository")
+        .filter(pk=notification_id)
+        .first()
+    )
+    if notification is None or notification.status in (
+        NotificationStatus.SENT,
+        NotificationStatus.SKIPPED,
+        NotificationStatus.INTERRUPTED,
+    ):
+        return notification
+    message = group_message(group=notification.group)  # built first: the window below is the send alone
+    if notification.status == NotificationStatus.SENDING:
+        started = notification.attempted_at or timezone.now()
+        age_s = (timezone.now() - started).total_seconds()
+        if age_s < settings.PERFWATCH_NOTIFY_SENDING_STALE_S:
+            raise NotificationInFlight(retry_in_s=settings.PERFWATCH_NOTIFY_SENDING_STALE_S - age_s)
+        if notification.channel != NotificationChannel.GITHUB:
+            _settle(
+                notification_id=notification_id,
+                attempted_at=notification.attempted_at,
+                status=NotificationStatus.INTERRUPTED,
+                error=f"interrupted while sending at {started:%Y-%m-%d %H:%M:%S} UTC: it may have gone out, "
+                "so it is not sent again automatically; send it again here if it did not arrive",
+            )
+            notification.refresh_from_db()
             return notification
-        message = group_message(group=notification.group)
-        notification.attempts += 1
-        notification.attempted_at = timezone.now()
+        claimed_at = _claim(
+            notification_id=notification_id,
+            statuses=[NotificationStatus.SENDING],
+            attempted_at=notification.attempted_at,
+        )
+    else:
+        claimed_at = _claim(
+            notification_id=notification_id, statuses=[NotificationStatus.PENDING, NotificationStatus.FAILED]
+        )
+    if claimed_at is not None:
         try:
-            if notification.channel == NotificationChannel.EMAIL:
-                _email_send(message=message)
-            elif notification.channel == NotificationChannel.SLACK:
-                _slack_send(message=message)
-            else:
-                _github_comment(message=message, target=notification.target)
+            _deliver(notification=notification, message=message)
         except NotificationFailed as error:
-            failure = error
-            notification.status = NotificationStatus.FAILED
-            notification.last_error = " ".join(str(error).split())[:ERROR_CHARS]
-        else:
-            notification.status = NotificationStatus.SENT
-            notification.sent_at = notification.attempted_at
-            notification.last_error = ""
-        notification.save()
-    if failure is not None:
-        raise failure
+            _settle(
+                notification_id=notification_id,
+                attempted_at=claimed_at,
+                status=NotificationStatus.FAILED,
+                error=str(error),
+            )
+            raise
+        _settle(notification_id=notification_id, attempted_at=claimed_at, status=NotificationStatus.SENT)
+    notification.refresh_from_db()
     return notification
 
 
 def notification_retry(*, notification_id: int) -> Notification:
-    """Queue a failed notification again (staff action); a sent one stays sent."""
+    """Queue a failed or interrupted notification again (staff action); a sent one stays sent."""
     with transaction.atomic():
         notification = Notification.objects.select_for_update().get(pk=notification_id)
-        if notification.status == NotificationStatus.FAILED:
+        if notification.status in (NotificationStatus.FAILED, NotificationStatus.INTERRUPTED):
             notification.status = NotificationStatus.PENDING
             notification.save(update_fields=["status"])
             transaction.on_commit(lambda: _send_enqueue(notification_id))
@@ -284,13 +374,19 @@ def notification_retry(*, notification_id: int) -> Notification:
 
 
 def notifications_pending_resend(*, older_than_s: int = 600) -> list[int]:
-    """Enqueue pending notifications whose message the broker never delivered (beat sweep)."""
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    pending = list(
-        Notification.objects.filter(status=NotificationStatus.PENDING, created_at__lt=cutoff)
-        .filter(attempted_at__isnull=True)
-        .values_list("pk", flat=True)
+    """Enqueue pending notifications whose message the broker never delivered, and those whose sender
+    died while sending (beat sweep)."""
+    now = timezone.now()
+    never_attempted = Q(
+        status=NotificationStatus.PENDING,
+        created_at__lt=now - timedelta(seconds=older_than_s),
+        attempted_at__isnull=True,
     )
+    sender_died = Q(
+        status=NotificationStatus.SENDING,
+        attempted_at__lt=now - timedelta(seconds=settings.PERFWATCH_NOTIFY_SENDING_STALE_S),
+    )
+    pending = list(Notification.objects.filter(never_attempted | sender_died).values_list("pk", flat=True))
     for notification_id in pending:
         _send_enqueue(notification_id)
     return pending

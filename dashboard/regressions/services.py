@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dashboard.benchmarks.models import (
@@ -314,6 +314,17 @@ def _window_analyse(*, series: Series, window: SeriesWindow, threshold: Threshol
     return DetectionOutcome(series_analysed=1, alerts_created=created_count, group_ids=frozenset(group_ids))
 
 
+def series_lock() -> QuerySet[Series]:
+    """Series locked so that detections of one series run one after the other.
+
+    FOR NO KEY UPDATE, not FOR UPDATE: an ingest's deferred foreign-key checks of its new measurements
+    take FOR KEY SHARE on their series at COMMIT, in the order it inserted them. FOR UPDATE conflicts
+    with those and an ingest could deadlock against a detection that locks in id order; FOR NO KEY UPDATE
+    does not conflict with them, and still excludes a second detection.
+    """
+    return Series.objects.select_for_update(no_key=True)
+
+
 def _thresholds(suite_id: int) -> list[DetectionSetting]:
     return list(DetectionSetting.objects.filter(Q(suite_id=suite_id) | Q(suite__isnull=True)))
 
@@ -327,7 +338,7 @@ def series_detect(*, series_ids: Sequence[int], commit_id: int | None = None) ->
     """
     outcome = NOTHING
     with transaction.atomic():
-        locked = list(Series.objects.select_for_update().filter(pk__in=series_ids).order_by("pk"))
+        locked = list(series_lock().filter(pk__in=series_ids).order_by("pk"))
         windows: dict[tuple[int, str], CommitWindow] = {}
         settings_rows: dict[int, list[DetectionSetting]] = {}
         for series in locked:
@@ -360,7 +371,7 @@ def series_detect_history(
 ) -> DetectionOutcome:
     """Detect changes over the whole history of a series, in overlapping windows (backfill)."""
     with transaction.atomic():
-        series = Series.objects.select_for_update().filter(pk=series_id).first()
+        series = series_lock().filter(pk=series_id).first()
         if series is None:
             return NOTHING
         threshold = threshold_resolve(
@@ -649,7 +660,7 @@ def alert_mark_missed(
     """Record by hand a change the detector did not raise: it counts as a miss in the detector's quality."""
     _user_check(user)
     with transaction.atomic():
-        series = Series.objects.select_for_update().get(pk=series_id)
+        series = series_lock().get(pk=series_id)
         change_pct = (after - before) / abs(before) * 100.0 if before else 0.0
         kind = AlertKind.IMPROVEMENT if (change_pct > 0) == series.higher_is_better else AlertKind.REGRESSION
         alert, _ = alert_upsert(

@@ -182,6 +182,7 @@ def test_merged_pull_has_its_merge_commit():
         merge_commit_sha="7c50debc32cc0c35db4ff72516224142ba9d0dd7",
         merged_at=datetime(2026, 8, 4, 0, 40, 5, tzinfo=UTC),
         html_url="https://github.com/vllm-project/vllm/pull/50383",
+        updated_at=datetime(2026, 8, 4, 0, 40, 9, tzinfo=UTC),
     )
 
 

@@ -3,14 +3,16 @@
 import hashlib
 import hmac
 import json
+import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Repository
-from dashboard.github.models import PullRequest, PullRequestState, TrackingIssue
+from dashboard.github.models import PullRequest, PullRequestState, TrackingIssue, WebhookDelivery
 from dashboard.github.services import tracking_issue_add
 from tests.factories import CommitFactory
 from tests.github.recorded_github import FIXTURES, FakeGitHubRecordedServer
@@ -32,9 +34,16 @@ def signed(body: bytes, secret: str = SECRET) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def deliver(client: Client, event: str, payload: dict, *, signature: str | None = "sign") -> tuple[int, dict]:
+def deliver(
+    client: Client,
+    event: str,
+    payload: dict,
+    *,
+    signature: str | None = "sign",
+    delivery: str | None = None,
+) -> tuple[int, dict]:
     body = json.dumps(payload).encode()
-    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"}
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery or str(uuid.uuid4())}
     if signature is not None:
         headers["X-Hub-Signature-256"] = signed(body) if signature == "sign" else signature
     response = client.post(URL, data=body, content_type="application/json", headers=headers)
@@ -216,3 +225,80 @@ def test_a_signed_payload_without_what_its_event_needs_is_a_400(client):
 
     assert status == 400
     assert "repository.full_name" in body["error"]
+
+
+def _merged_pull_payload(*, updated_at: str, title: str) -> dict:
+    pull = json.loads((FIXTURES / "recorded-pull-50383.json").read_text())["response"]["body"]
+    pull = {**pull, "updated_at": updated_at, "title": title}
+    return {"action": "closed", "number": 50383, "pull_request": pull, "repository": {"full_name": VLLM}}
+
+
+def test_a_redelivered_delivery_is_answered_and_queues_nothing(
+    client, tasks_run_inline, django_capture_on_commit_callbacks
+):
+    repository = Repository.objects.create(full_name=VLLM)
+    PullRequest.objects.create(repository=repository, number=50383)
+    payload = _merged_pull_payload(updated_at="2026-08-04T00:41:02Z", title="first")
+    delivery = "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+
+    with django_capture_on_commit_callbacks(execute=True) as first:
+        assert deliver(client, "pull_request", payload, delivery=delivery)[0] == 202
+    with django_capture_on_commit_callbacks(execute=True) as again:
+        for _ in range(4):
+            assert deliver(client, "pull_request", payload, delivery=delivery) == (
+                200,
+                {"queued": [], "duplicate": True},
+            )
+
+    assert (len(first), len(again)) == (1, 0)
+    assert WebhookDelivery.objects.filter(delivery_id=delivery).count() == 1
+
+
+def test_a_delivery_that_failed_is_acted_on_when_github_retries_it(client):
+    delivery = "0b989ba4-242f-11e5-81e1-c7b6966d2516"
+
+    assert deliver(client, "push", {"zen": "Design for failure."}, delivery=delivery)[0] == 400
+    assert not WebhookDelivery.objects.exists()
+    assert deliver(client, "push", push_payload(ref="refs/heads/other"), delivery=delivery)[0] == 200
+
+
+@pytest.mark.parametrize("header", ["", "x" * 101, "../../etc", "72d3162e cc78"])
+def test_a_delivery_without_a_well_formed_id_is_a_400(client, header):
+    body = json.dumps(push_payload()).encode()
+    response = client.post(
+        URL,
+        data=body,
+        content_type="application/json",
+        headers={"X-GitHub-Event": "push", "X-GitHub-Delivery": header, "X-Hub-Signature-256": signed(body)},
+    )
+
+    assert response.status_code == 400
+    assert "X-GitHub-Delivery" in response.json()["error"]
+
+
+def test_an_older_delivery_does_not_revert_a_prs_stored_state(
+    client, tasks_run_inline, django_capture_on_commit_callbacks
+):
+    repository = Repository.objects.create(full_name=VLLM)
+    tracked = PullRequest.objects.create(repository=repository, number=50383)
+    newer = _merged_pull_payload(updated_at="2026-08-05T10:00:00Z", title="the newer title")
+    older = _merged_pull_payload(updated_at="2026-08-04T00:41:02Z", title="the older title")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        deliver(client, "pull_request", newer)
+        deliver(client, "pull_request", older)
+
+    tracked.refresh_from_db()
+    assert tracked.title == "the newer title"
+    assert tracked.github_updated_at == datetime(2026, 8, 5, 10, 0, tzinfo=UTC)
+
+
+def test_a_delivery_with_an_unreadable_updated_at_is_a_400(client):
+    repository = Repository.objects.create(full_name=VLLM)
+    PullRequest.objects.create(repository=repository, number=50383)
+    payload = _merged_pull_payload(updated_at="yesterday", title="x")
+
+    status, body = deliver(client, "pull_request", payload)
+
+    assert status == 400 and "yesterday" in body["error"]
+    assert not WebhookDelivery.objects.exists()

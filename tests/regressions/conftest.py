@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email import message_from_bytes
@@ -63,12 +64,19 @@ class ReceivedRequest:
 
 @dataclass
 class HttpReceiver:
-    """An HTTP server on 127.0.0.1 recording every POST; `statuses` answers the next requests in turn."""
+    """An HTTP server on 127.0.0.1 recording every POST; `statuses` answers the next requests in turn.
+
+    What a POST stored (`stored`, by path) is what a GET of that path lists, as GitHub lists the comments
+    of an issue; a test may store a comment itself to stand for one GitHub kept despite an error answer.
+    """
 
     url: str
     requests: list[ReceivedRequest] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
     response_body: Callable[[ReceivedRequest], dict[str, Any]] = lambda request: {"ok": True}
+    stored: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    listed: int = 0
+    hold_s: float = 0.0  # how long a POST waits for its answer after being received
 
 
 def _http_receiver() -> Iterator[HttpReceiver]:
@@ -83,9 +91,18 @@ def _http_receiver() -> Iterator[HttpReceiver]:
             )
             receiver.requests.append(request)
             status = receiver.statuses.pop(0) if receiver.statuses else 200
-            payload = json.dumps(
-                receiver.response_body(request) if status < 400 else {"message": "Server Error"}
-            ).encode()
+            body = receiver.response_body(request) if status < 400 else {"message": "Server Error"}
+            if status < 400:
+                receiver.stored.setdefault(self.path, []).append(body)
+            time.sleep(receiver.hold_s)
+            self._answer(status, body)
+
+        def do_GET(self) -> None:
+            receiver.listed += 1
+            self._answer(200, receiver.stored.get(self.path.partition("?")[0], []))
+
+        def _answer(self, status: int, body: Any) -> None:
+            payload = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
