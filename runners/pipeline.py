@@ -43,6 +43,7 @@ from runners.server import (
 )
 from runners.suites import SuiteSpec
 from runners.telemetry import TelemetrySample, TelemetrySampler
+from runners.text import one_line
 from runners.tiny_model import tiny_model_ensure, tiny_model_name
 
 STAGE_INSTALLING = "installing"
@@ -143,8 +144,7 @@ def _shell_line(*, argv: tuple[str, ...], env: Mapping[str, str]) -> str:
     return " ".join([*assignments, *(shlex.quote(part) for part in argv)])
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:300]
+REASON_CHARS = 300
 
 
 @contextmanager
@@ -158,21 +158,28 @@ def _failures_as_run_failed(stages: _Stages) -> Iterator[None]:
         what = "timed out" if exc.timed_out else f"exited with status {exc.returncode}"
         reason = f"{Path(exc.argv[0]).name} {what}: {failure_line(tail=exc.log_tail)}"
         raise RunFailed(
-            stage=stages.current, reason=_one_line(reason), log_tail=exc.log_tail, retryable=exc.timed_out
+            stage=stages.current,
+            reason=one_line(reason, limit=REASON_CHARS),
+            log_tail=exc.log_tail,
+            retryable=exc.timed_out,
         ) from exc
     except ServerFailed as exc:
-        raise RunFailed(stage=stages.current, reason=_one_line(exc.reason), log_tail=exc.log_tail) from exc
+        raise RunFailed(
+            stage=stages.current, reason=one_line(exc.reason, limit=REASON_CHARS), log_tail=exc.log_tail
+        ) from exc
     except BenchFailed as exc:
         raise RunFailed(
             stage=stages.current,
-            reason=_one_line(f"the bench failed: {exc.reason}"),
+            reason=one_line(f"the bench failed: {exc.reason}", limit=REASON_CHARS),
             log_tail=exc.log_tail,
             retryable=True,
         ) from exc
     except (InstallRefused, WheelIndexUnreachable, Cancelled, RunnerError) as exc:
-        raise RunFailed(stage=stages.current, reason=_one_line(str(exc))) from exc
+        raise RunFailed(stage=stages.current, reason=one_line(exc, limit=REASON_CHARS)) from exc
     except OSError as exc:
-        raise RunFailed(stage=stages.current, reason=_one_line(f"{type(exc).__name__}: {exc}")) from exc
+        raise RunFailed(
+            stage=stages.current, reason=one_line(f"{type(exc).__name__}: {exc}", limit=REASON_CHARS)
+        ) from exc
 
 
 def _model_prepare(
@@ -346,7 +353,7 @@ def benchmark_execute(
                                 # guidellm names the client's error; the server's log says what went wrong.
                                 raise RunFailed(
                                     stage=STAGE_BENCHMARKING,
-                                    reason=_one_line(f"{exc.reason}; server log: {said}"),
+                                    reason=one_line(f"{exc.reason}; server log: {said}", limit=REASON_CHARS),
                                     log_tail=exc.log_tail,
                                 ) from exc
                             if status is None:
@@ -355,8 +362,9 @@ def benchmark_execute(
                             tail = failure_line(tail=log_tail(path=server.log_path))
                             raise RunFailed(
                                 stage=STAGE_BENCHMARKING,
-                                reason=_one_line(
-                                    f"vllm serve died during the benchmark (status {status}): {tail}"
+                                reason=one_line(
+                                    f"vllm serve died during the benchmark (status {status}): {tail}",
+                                    limit=REASON_CHARS,
                                 ),
                                 log_tail=log_tail(path=server.log_path),
                             ) from exc

@@ -1,3 +1,4 @@
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,45 @@ def bearer(db):
         return {"Authorization": f"Bearer {issued.secret}"}
 
     return make
+
+
+class BrokerQueue:
+    """A real queue on the test broker: what the dispatch module really sent, as (task name, args)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def drain(self) -> list[tuple[str, tuple]]:
+        from dashboard.dispatch import app
+
+        messages: list[tuple[str, tuple]] = []
+        with app.connection_for_read() as connection:
+            queue = connection.SimpleQueue(self.name)
+            try:
+                while True:
+                    try:
+                        message = queue.get_nowait()
+                    except queue.Empty:
+                        return messages
+                    message.ack()
+                    messages.append((message.headers["task"], tuple(message.decode()[0])))
+            finally:
+                queue.close()
+
+
+@pytest.fixture
+def runner_queue() -> Iterator[BrokerQueue]:
+    """The cpu runners' queue on the real broker, empty at the start and left empty."""
+    queue = BrokerQueue("runner.cpu")
+    queue.drain()
+    yield queue
+    queue.drain()
+
+
+@pytest.fixture
+def control_queue() -> Iterator[BrokerQueue]:
+    """The control workers' queue on the real broker, empty at the start and left empty."""
+    queue = BrokerQueue("default")
+    queue.drain()
+    yield queue
+    queue.drain()

@@ -1,20 +1,16 @@
-"""The Celery app: control tasks on `default`, benchmark runs on `runner.<hardware_class>`.
+"""The Celery workers: control tasks on `default`, benchmark runs on `runner.<hardware_class>`.
+
+The app and its queues are defined in dashboard/dispatch.py, the one module that sends; this adds what
+only workers and beat need.
 
 The database is the source of truth for a run; the broker only carries "please look at run N".
 """
 
-import os
-
-from celery import Celery
 from django.conf import settings
-from kombu import Queue
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+from dashboard import dispatch
+from dashboard.dispatch import app
 
-app = Celery("perfwatch")
-app.config_from_object("django.conf:settings", namespace="CELERY")
-app.conf.task_default_queue = "default"
-app.conf.task_queues = (Queue("default"),)
 # Control tasks are idempotent, so they are acknowledged when done: a worker killed mid-task (kill -9,
 # OOM) hands its message back at once, and one that vanished with its host is redelivered after the
 # visibility timeout (CELERY_VISIBILITY_TIMEOUT_S, minutes). Benchmark runs opt out: they last hours,
@@ -27,19 +23,20 @@ app.conf.worker_cancel_long_running_tasks_on_connection_loss = True
 app.conf.worker_prefetch_multiplier = 1
 app.conf.broker_connection_retry_on_startup = True
 app.conf.broker_transport_options = {"visibility_timeout": settings.CELERY_VISIBILITY_TIMEOUT_S}
-app.autodiscover_tasks(["workers"], related_name="tasks")
+# Registered at once, so a process that sends (tests running tasks eagerly included) runs the real task.
+app.autodiscover_tasks(["workers"], related_name="tasks", force=True)
 app.autodiscover_tasks(["workers"], related_name="presence")
 app.conf.beat_schedule = {
-    "requeue-expired-runs": {"task": "perfwatch.runs_requeue_expired", "schedule": 60.0},
-    "schedule-new-commits": {"task": "perfwatch.runs_schedule", "schedule": 300.0},
+    "requeue-expired-runs": {"task": dispatch.RUNS_REQUEUE_EXPIRED, "schedule": 60.0},
+    "schedule-new-commits": {"task": dispatch.RUNS_SCHEDULE, "schedule": 300.0},
 }
 app.conf.beat_schedule |= {
     # Webhooks make both prompt; the schedule catches what a missed delivery would lose.
-    "sync-commits": {"task": "perfwatch.github_commits_sync", "schedule": 600.0},
-    "sync-tracking-issues": {"task": "perfwatch.github_tracking_issues_sync", "schedule": 900.0},
+    "sync-commits": {"task": dispatch.COMMITS_SYNC, "schedule": 600.0},
+    "sync-tracking-issues": {"task": dispatch.TRACKING_ISSUES_SYNC, "schedule": 900.0},
 }
 app.conf.beat_schedule |= {
     # Ingests and completed runs enqueue detection themselves; these catch what a lost message would miss.
-    "detect-recent-runs": {"task": "perfwatch.detect_recent", "schedule": 900.0},
-    "resend-pending-notifications": {"task": "perfwatch.notifications_resend", "schedule": 600.0},
+    "detect-recent-runs": {"task": dispatch.RECENT_RUNS_DETECT, "schedule": 900.0},
+    "resend-pending-notifications": {"task": dispatch.NOTIFICATIONS_RESEND, "schedule": 600.0},
 }

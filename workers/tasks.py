@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
+from dashboard import dispatch
+
 logger = logging.getLogger(__name__)
 
 # A broker or database that is restarting: worth waiting for. Retries wait 5, 10, 20 … 300 s, about
@@ -36,7 +38,7 @@ RETRY_POLICY: RetryPolicy = {
 }
 
 
-@shared_task(name="perfwatch.benchmark_run", acks_late=False, ignore_result=True)
+@shared_task(name=dispatch.BENCHMARK_RUN, acks_late=False, ignore_result=True)
 def benchmark_run(run_id: int) -> str | None:
     """Benchmark one run on this node. Acknowledged on receipt: a redelivery finds the run claimed."""
     from dashboard.benchmarks.lifecycle import run_execute
@@ -50,7 +52,7 @@ def benchmark_run(run_id: int) -> str | None:
 
 
 @shared_task(
-    name="perfwatch.runs_requeue_expired",
+    name=dispatch.RUNS_REQUEUE_EXPIRED,
     acks_late=True,
     ignore_result=True,
     soft_time_limit=60,
@@ -66,7 +68,7 @@ def runs_requeue_expired() -> list[int]:
 
 
 @shared_task(
-    name="perfwatch.runs_schedule",
+    name=dispatch.RUNS_SCHEDULE,
     acks_late=True,
     ignore_result=True,
     soft_time_limit=120,
@@ -82,7 +84,7 @@ def runs_schedule() -> list[int]:
 # Periodic sweeps that may run longer than the broker's visibility timeout are acknowledged on receipt
 # (a late ack would have the broker hand them out again mid-run); beat sends the next one anyway.
 @shared_task(
-    name="perfwatch.github_commits_sync",
+    name=dispatch.COMMITS_SYNC,
     acks_late=False,
     ignore_result=True,
     # A first fetch of the mirror may take the whole fetch timeout; storing follows it.
@@ -98,7 +100,7 @@ def github_commits_sync() -> int:
 
 
 @shared_task(
-    name="perfwatch.github_tracking_issues_sync",
+    name=dispatch.TRACKING_ISSUES_SYNC,
     acks_late=True,
     ignore_result=True,
     soft_time_limit=300,
@@ -112,7 +114,7 @@ def github_tracking_issues_sync() -> list[int]:
 
 
 @shared_task(
-    name="perfwatch.github_tracking_issue_sync",
+    name=dispatch.TRACKING_ISSUE_SYNC,
     acks_late=True,
     ignore_result=True,
     soft_time_limit=120,
@@ -126,7 +128,7 @@ def github_tracking_issue_sync(tracking_issue_id: int) -> int:
 
 
 @shared_task(
-    name="perfwatch.github_pull_request_record",
+    name=dispatch.PULL_REQUEST_RECORD,
     acks_late=True,
     ignore_result=True,
     soft_time_limit=60,
@@ -141,7 +143,7 @@ def github_pull_request_record(repo: str, pull: dict[str, object]) -> int | None
 
 
 @shared_task(
-    name="perfwatch.detect_series",
+    name=dispatch.RUN_DETECT,
     acks_late=True,
     ignore_result=True,
     soft_time_limit=120,
@@ -156,7 +158,7 @@ def detect_series(run_id: int) -> int:
 
 
 @shared_task(
-    name="perfwatch.detect_recent",
+    name=dispatch.RECENT_RUNS_DETECT,
     acks_late=False,
     ignore_result=True,
     soft_time_limit=600,
@@ -174,7 +176,7 @@ def detect_recent() -> int:
 # the redelivery from sending it twice.
 @shared_task(
     bind=True,
-    name="perfwatch.notification_send",
+    name=dispatch.NOTIFICATION_SEND,
     acks_late=True,
     ignore_result=True,
     soft_time_limit=60,
@@ -199,7 +201,7 @@ def notification_send(self: Task, notification_id: int) -> str | None:
 
 
 @shared_task(
-    name="perfwatch.notifications_resend",
+    name=dispatch.NOTIFICATIONS_RESEND,
     acks_late=True,
     ignore_result=True,
     soft_time_limit=60,

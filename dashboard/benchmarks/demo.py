@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Run, Runner, RunStatus, Suite
-from dashboard.benchmarks.services import measurements_store, repository_default
+from dashboard.benchmarks.services import repository_default, run_results_store
 from dashboard.github.subjects import subject_pr_number
 from runners.guidellm_report import GuidellmReport, LevelResult
 
@@ -266,10 +266,13 @@ def demo_load(*, seed: int = 50587) -> DemoOutcome:
                 started_at=finished_at - timedelta(minutes=31),
                 finished_at=finished_at,
                 environment={**environment, "vllm_commit": sha},
-                guidellm_version="0.8.1",
             )
             runs += 1
-            measurements += measurements_store(
-                run=run, report=GuidellmReport(guidellm_version="0.8.1", labels={}, levels=tuple(levels))
+            # Detection runs once over the whole history afterwards (`detect_alerts`), not per run.
+            measurements += run_results_store(
+                run=run,
+                report=GuidellmReport(guidellm_version="0.8.1", labels={}, levels=tuple(levels)),
+                raw_report=None,
+                detect=False,
             )
     return DemoOutcome(commits=COMMIT_COUNT, runs=runs, measurements=measurements)

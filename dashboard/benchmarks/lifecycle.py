@@ -7,8 +7,6 @@ cancel can never produce a second benchmark or a second set of measurements.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import logging
 import re
 from dataclasses import dataclass
@@ -22,11 +20,12 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from dashboard import dispatch
 from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Commit, Run, Runner, RunStatus, Suite
-from dashboard.benchmarks.services import measurements_store
-from dashboard.regressions.services import detection_enqueue
+from dashboard.benchmarks.services import run_results_store
 from runners.guidellm_report import GuidellmReport
 from runners.suites import SuiteSpec
+from runners.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -93,22 +92,12 @@ def suite_upsert(*, spec: SuiteSpec) -> tuple[Suite, bool]:
     )
 
 
-def _runner_queue(hardware_class: str) -> str:
-    return f"runner.{hardware_class}"
-
-
 def _dispatch(run: Run) -> None:
-    from workers.tasks import benchmark_run
-
-    run_id, queue = run.pk, _runner_queue(run.hardware_class)
+    """Record that the run's message is going out, and send it once the transaction commits."""
     # The task may take as long as its suite's steps together, and a margin for storing.
     budget_s = int(sum(float(v) for v in run.suite.timeouts.values()) or 3 * 3600) + 600
-    Run.objects.filter(pk=run_id).update(dispatched_at=timezone.now())
-    transaction.on_commit(
-        lambda: benchmark_run.apply_async(
-            args=(run_id,), queue=queue, soft_time_limit=budget_s, time_limit=budget_s + 120
-        )
-    )
+    Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
+    dispatch.benchmark_run(run_id=run.pk, hardware_class=run.hardware_class, budget_s=budget_s)
 
 
 def run_enqueue(
@@ -222,18 +211,13 @@ def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
             _durations_closed(run, now),
         )
         run.lease_expires_at = None
-        run.report_gz = gzip.compress(result.raw_report)
-        run.report_sha256 = hashlib.sha256(result.raw_report).hexdigest()
-        run.guidellm_version = result.report.guidellm_version
         run.environment = result.environment
         run.vllm_version = result.vllm_version[:100]
         run.telemetry = result.telemetry
         run.server_metrics = result.server_metrics
         run.commands = result.commands
         run.logs = {name: text[-LOG_TAIL_CHARS:] for name, text in result.logs.items()}
-        run.save()
-        measurements_store(run=run, report=result.report)
-    detection_enqueue(run_id=run.pk)
+        run_results_store(run=run, report=result.report, raw_report=result.raw_report)
     return run
 
 
@@ -246,7 +230,7 @@ def run_fail(
     environment: dict[str, Any] | None = None,
 ) -> None:
     """Mark a held run failed with a one-line reason, keeping its logs."""
-    line = " ".join(reason.split())[:500] or "failed without a reason"
+    line = one_line(reason, limit=500) or "failed without a reason"
     with transaction.atomic():
         run = _owned(run_id, runner).select_for_update().first()
         if run is None:
@@ -261,7 +245,7 @@ def run_fail(
 
 def run_requeue_after_timeout(*, run_id: int, runner: Runner, reason: str) -> bool:
     """Queue a held run again after a step timed out, while it has attempts left; False when it has none."""
-    line = " ".join(reason.split())[:400]
+    line = one_line(reason, limit=400)
     with transaction.atomic():
         run = _owned(run_id, runner).select_for_update().select_related("suite").first()
         if run is None or run.attempt >= run.max_attempts:

@@ -1,4 +1,4 @@
-"""Writes: ingest of guidellm reports and the rows they need."""
+"""Writes: the one writer of a run's results, ingest of guidellm reports, and the rows they need."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from dashboard import dispatch
 from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, RunStatus, Series, Suite
-from dashboard.regressions.services import detection_enqueue
 from runners.guidellm_report import GuidellmReport, ReportInvalid, report_parse
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
@@ -99,6 +99,25 @@ def measurements_store(*, run: Run, report: GuidellmReport) -> int:
     return len(measurements)
 
 
+def run_results_store(
+    *, run: Run, report: GuidellmReport, raw_report: bytes | None, detect: bool = True
+) -> int:
+    """The one writer of a run's results: its raw report, digest and guidellm version (saved with the
+    run) and its measurements; then, once the transaction commits, detection over its series.
+
+    Call it in the transaction that makes the run succeeded. `detect=False` is for a loader that runs
+    detection over the whole history afterwards. Returns the number of measurements stored.
+    """
+    run.report_gz = gzip.compress(raw_report) if raw_report is not None else None
+    run.report_sha256 = hashlib.sha256(raw_report).hexdigest() if raw_report is not None else ""
+    run.guidellm_version = report.guidellm_version
+    run.save()
+    count = measurements_store(run=run, report=report)
+    if detect:
+        dispatch.run_stored(run_id=run.pk)
+    return count
+
+
 def report_ingest(
     *,
     raw: bytes,
@@ -157,12 +176,9 @@ def report_ingest(
                 status=RunStatus.SUCCEEDED,
                 started_at=now,
                 finished_at=now,
-                report_gz=gzip.compress(raw),
-                report_sha256=digest,
-                guidellm_version=report.guidellm_version,
                 environment={"labels": dict(report.labels)} if report.labels else {},
             )
-            count = measurements_store(run=run, report=report)
+            count = run_results_store(run=run, report=report, raw_report=raw)
     except IntegrityError:
         # A concurrent ingest of the same report won the race: that run is the one.
         winner = Run.objects.get(
@@ -172,5 +188,4 @@ def report_ingest(
             report_sha256=digest,
         )
         return IngestOutcome(run=winner, created=False, measurement_count=0)
-    detection_enqueue(run_id=run.pk)
     return IngestOutcome(run=run, created=True, measurement_count=count)

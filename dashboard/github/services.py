@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from dashboard import dispatch
 from dashboard.benchmarks.models import Commit, Repository
 from dashboard.benchmarks.services import repository_default
 from dashboard.github.client import (
@@ -43,6 +44,7 @@ from dashboard.github.models import (
 )
 from dashboard.github.subjects import change_class_from_paths, subject_pr_number, subject_reverted_pr
 from dashboard.github.tracking import PullReference, repository_validate, tracking_issue_parse
+from runners.text import one_line
 
 _TRACKING_LABEL = re.compile(r"^(?P<repo>[^#\s]+)#(?P<number>\d+)$")
 _SUBJECT_PR_SUFFIX = re.compile(r"\s*\(#\d+\)\s*$")
@@ -139,10 +141,6 @@ class WebhookOutcome:
 
     queued: tuple[str, ...] = ()
     duplicate: bool = False
-
-
-def _one_line(message: object) -> str:
-    return " ".join(str(message).split())[:_ERROR_CHARS]
 
 
 def github_client() -> GitHubClient:
@@ -284,7 +282,7 @@ def _sync_state_lock(repository: Repository) -> CommitSyncState | None:
 
 def _sync_failed(repository: Repository, error: Exception) -> CommitSyncFailed:
     # Recorded after the sync's transaction rolled back, so that the page can say why.
-    message = _one_line(error)
+    message = one_line(error, limit=_ERROR_CHARS)
     CommitSyncState.objects.update_or_create(repository=repository, defaults={"error": message})
     return CommitSyncFailed(message)
 
@@ -629,9 +627,13 @@ def tracking_issue_sync(*, tracking_issue_id: int, client: GitHubClient | None) 
                 repo=issue.repository.full_name, number=issue.number, etag=issue.etag or None
             )
         except RateLimited as limited:
-            issue.rate_limited_until, error, use_api = limited.reset_at, _one_line(limited), False
+            issue.rate_limited_until, error, use_api = (
+                limited.reset_at,
+                one_line(limited, limit=_ERROR_CHARS),
+                False,
+            )
         except GitHubError as failure:
-            error, use_api = _one_line(failure), False
+            error, use_api = one_line(failure, limit=_ERROR_CHARS), False
         else:
             if not isinstance(response, NotModified):
                 body_changed = response.body != issue.body or not issue.last_synced_at
@@ -658,10 +660,10 @@ def tracking_issue_sync(*, tracking_issue_id: int, client: GitHubClient | None) 
                 pull.save(update_fields=["state", "fetched_at"])
                 continue
             except RateLimited as limited:
-                issue.rate_limited_until, error = limited.reset_at, _one_line(limited)
+                issue.rate_limited_until, error = limited.reset_at, one_line(limited, limit=_ERROR_CHARS)
                 break
             except GitHubError as failure:
-                error = _one_line(failure)
+                error = one_line(failure, limit=_ERROR_CHARS)
                 break
             pull_request_apply(pull=pull, info=info)
             fetched += 1
@@ -751,8 +753,6 @@ def webhook_event_handle(*, event: str, payload: Mapping[str, Any]) -> WebhookOu
     tracking issue → its sync; pull_request closed on a listed PR → its new state. Anything else of
     those events is known but needs nothing.
     """
-    from workers import tasks
-
     if event == "push":
         repository = repository_default()
         full_name = str(_field(payload, "repository", "full_name"))
@@ -761,8 +761,7 @@ def webhook_event_handle(*, event: str, payload: Mapping[str, Any]) -> WebhookOu
             return WebhookOutcome()
         if ref != f"refs/heads/{repository.default_branch}":
             return WebhookOutcome()
-        transaction.on_commit(lambda: tasks.github_commits_sync.delay())
-        return WebhookOutcome(queued=(tasks.github_commits_sync.name,))
+        return WebhookOutcome(queued=(dispatch.commits_sync(),))
     if event == "issues":
         full_name = str(_field(payload, "repository", "full_name"))
         number = int(_field(payload, "issue", "number"))
@@ -774,8 +773,7 @@ def webhook_event_handle(*, event: str, payload: Mapping[str, Any]) -> WebhookOu
         )
         if issue is None or _field(payload, "action") not in ("edited", "opened", "reopened", "closed"):
             return WebhookOutcome()
-        transaction.on_commit(lambda: tasks.github_tracking_issue_sync.delay(issue))
-        return WebhookOutcome(queued=(tasks.github_tracking_issue_sync.name,))
+        return WebhookOutcome(queued=(dispatch.tracking_issue_sync(tracking_issue_id=issue),))
     if event == "pull_request":
         if _field(payload, "action") != "closed":
             return WebhookOutcome()
@@ -800,6 +798,5 @@ def webhook_event_handle(*, event: str, payload: Mapping[str, Any]) -> WebhookOu
             )
         }
         fields["user"] = {"login": info.author}
-        transaction.on_commit(lambda: tasks.github_pull_request_record.delay(full_name, fields))
-        return WebhookOutcome(queued=(tasks.github_pull_request_record.name,))
+        return WebhookOutcome(queued=(dispatch.pull_request_record(repo=full_name, pull=fields),))
     raise WebhookPayloadInvalid(f"not an event PerfWatch listens to: {event!r}")

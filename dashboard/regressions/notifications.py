@@ -17,7 +17,6 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 
 from django.conf import settings
 from django.core.mail import EmailMessage
@@ -26,6 +25,7 @@ from django.db.models import F, Prefetch, Q, prefetch_related_objects
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard import dispatch
 from dashboard.benchmarks.models import Commit
 from dashboard.github.client import GitHubClient, GitHubError
 from dashboard.regressions.models import (
@@ -38,6 +38,7 @@ from dashboard.regressions.models import (
     TriageStatus,
 )
 from dashboard.regressions.selectors import alert_group_rows, group_range_commits
+from runners.text import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -115,18 +116,8 @@ def notifications_schedule(*, group_ids: Sequence[int]) -> list[int]:
             )
             if created and not skipped:
                 created_ids.append(notification.pk)
-                transaction.on_commit(partial(_send_enqueue, notification.pk))
+                dispatch.notification_send(notification_id=notification.pk)
     return created_ids
-
-
-def _send_enqueue(notification_id: int) -> None:
-    from workers.tasks import notification_send as task
-
-    try:
-        task.apply_async(args=(notification_id,), retry=True, retry_policy={"max_retries": 2})
-    except Exception:
-        # The row stays pending; the periodic sweep sends pending notifications the broker never carried.
-        logger.warning("could not enqueue notification %s", notification_id, exc_info=True)
 
 
 def _alert_line(alert: Alert) -> str:
@@ -294,7 +285,7 @@ def _claim(
 
 def _settle(*, notification_id: int, attempted_at: datetime | None, status: str, error: str = "") -> None:
     """Record how the attempt marked at ``attempted_at`` ended (unless another one took the row over)."""
-    fields: dict[str, object] = {"status": status, "last_error": " ".join(error.split())[:ERROR_CHARS]}
+    fields: dict[str, object] = {"status": status, "last_error": one_line(error, limit=ERROR_CHARS)}
     if status == NotificationStatus.SENT:
         fields["sent_at"] = timezone.now()
     Notification.objects.filter(
@@ -369,7 +360,7 @@ def notification_retry(*, notification_id: int) -> Notification:
         if notification.status in (NotificationStatus.FAILED, NotificationStatus.INTERRUPTED):
             notification.status = NotificationStatus.PENDING
             notification.save(update_fields=["status"])
-            transaction.on_commit(lambda: _send_enqueue(notification_id))
+            dispatch.notification_send(notification_id=notification_id)
     return notification
 
 
@@ -388,5 +379,5 @@ def notifications_pending_resend(*, older_than_s: int = 600) -> list[int]:
     )
     pending = list(Notification.objects.filter(never_attempted | sender_died).values_list("pk", flat=True))
     for notification_id in pending:
-        _send_enqueue(notification_id)
+        dispatch.notification_send(notification_id=notification_id)
     return pending

@@ -555,24 +555,6 @@ def runs_detect_recent(*, since: datetime) -> DetectionOutcome:
     return outcome
 
 
-def detection_enqueue(*, run_id: int) -> None:
-    """Ask a worker to look for changes once the current transaction commits (ingest and run hook)."""
-    transaction.on_commit(lambda: _detection_send(run_id))
-
-
-def _detection_send(run_id: int) -> None:
-    from workers.tasks import detect_series
-
-    try:
-        detect_series.apply_async(args=(run_id,), retry=True, retry_policy={"max_retries": 2})
-    except Exception as error:
-        # The stored run must not fail because the broker is away (the embedded demo has none); the
-        # periodic sweep of recent runs picks it up.
-        logger.warning(
-            "could not enqueue detection for run %s (%s): the periodic sweep will catch up", run_id, error
-        )
-
-
 # Triage
 
 

@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import transaction
 from django.test import Client
 
+from dashboard import dispatch
 from dashboard.benchmarks.models import Commit, Measurement, Run, Runner, Series, Suite
+from dashboard.benchmarks.services import report_ingest
 from runners.guidellm_report import METRIC_KEYS
 
 pytestmark = pytest.mark.django_db
@@ -199,3 +202,16 @@ def test_measurements_api_404_is_json(client: Client) -> None:
     response = client.get("/api/commits/deadbeef/measurements/")
     assert response.status_code == 404
     assert response.json() == {"error": "unknown commit 'deadbeef'"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stored_report_asks_for_detection_once_its_transaction_commits(
+    vllm_cpu_report, control_queue
+) -> None:
+    with transaction.atomic():
+        run = report_ingest(raw=vllm_cpu_report, commit_sha=SHA, suite_name="tiny", hardware_class="cpu").run
+        assert control_queue.drain() == []  # nothing leaves before the run is visible to a worker
+    assert control_queue.drain() == [(dispatch.RUN_DETECT, (run.pk,))]
+    # The same report again stores nothing and asks for nothing.
+    report_ingest(raw=vllm_cpu_report, commit_sha=SHA, suite_name="tiny", hardware_class="cpu")
+    assert control_queue.drain() == []

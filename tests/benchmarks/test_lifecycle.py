@@ -1,5 +1,6 @@
 """A run's lifecycle: claim once, heartbeat, stages, store once, requeue on a lost lease."""
 
+import hashlib
 from datetime import timedelta
 from typing import cast
 
@@ -7,6 +8,7 @@ import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
+from dashboard import dispatch
 from dashboard.benchmarks import lifecycle
 from dashboard.benchmarks.models import Commit, Measurement, Run, Runner, RunStatus, Suite
 from runners.guidellm_report import report_parse
@@ -16,12 +18,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def queued_run(monkeypatch) -> Run:
-    sent: list[int] = []
-    # The broker is real elsewhere; here only the database side of the lifecycle is under test.
-    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: sent.append(run.pk))
+def queued_run(runner_queue) -> Run:
+    """A queued cpu run whose message really went out to the broker (and was taken off it here)."""
     suite = cast(Suite, SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu", concurrencies=[1, 2, 4]))
-    return lifecycle.run_enqueue(commit=cast(Commit, CommitFactory()), suite=suite)
+    run = lifecycle.run_enqueue(commit=cast(Commit, CommitFactory()), suite=suite)
+    assert runner_queue.drain() == [(dispatch.BENCHMARK_RUN, (run.pk,))]
+    return run
 
 
 def _runner(name: str = "cpu-1") -> Runner:
@@ -59,14 +61,19 @@ def test_stages_record_their_durations(queued_run) -> None:
     assert set(run.stage_durations) == {"installing", "starting_server"}
 
 
-def test_results_are_stored_once(queued_run, vllm_cpu_report) -> None:
+def test_results_are_stored_once_and_detection_is_asked_for(
+    queued_run, vllm_cpu_report, control_queue
+) -> None:
     runner = _runner()
     lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
     lifecycle.run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
+    assert control_queue.drain() == [(dispatch.RUN_DETECT, (queued_run.pk,))]
     with pytest.raises(lifecycle.RunNotOwned):
         lifecycle.run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
+    assert control_queue.drain() == []
     run = Run.objects.get(pk=queued_run.pk)
     assert run.status == RunStatus.SUCCEEDED
+    assert run.report_sha256 == hashlib.sha256(vllm_cpu_report).hexdigest()
     assert Measurement.objects.filter(run=run).count() == 3 * 21
     assert len(run.logs["server"]) == lifecycle.LOG_TAIL_CHARS
 
@@ -126,14 +133,17 @@ def test_failed_run_keeps_a_one_line_reason_and_can_be_retried(queued_run) -> No
         lifecycle.run_retry(run_id=run.pk, user=AnonymousUser())
 
 
-def test_scheduler_takes_newest_commits_first_skips_docs_only_and_never_repeats(monkeypatch) -> None:
-    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: None)
-    suite = cast(Suite, SuiteFactory(name="kimi-k3-8k1k", install_settings={"method": "wheel_index"}))
+def test_scheduler_takes_newest_commits_first_skips_docs_only_and_never_repeats(runner_queue) -> None:
+    suite = cast(
+        Suite,
+        SuiteFactory(name="kimi-k3-8k1k", hardware_class="cpu", install_settings={"method": "wheel_index"}),
+    )
     commits = [cast(Commit, CommitFactory(position=i, change_class="python")) for i in range(6)]
     Commit.objects.filter(pk=commits[5].pk).update(change_class="docs_tests_ci")
 
     first = lifecycle.runs_schedule(suite=suite, queue_depth=2)
     assert [run.commit.position for run in first] == [4, 3]
+    assert runner_queue.drain() == [(dispatch.BENCHMARK_RUN, (run.pk,)) for run in first]
     assert lifecycle.runs_schedule(suite=suite, queue_depth=2) == []  # the queue is full
 
     Run.objects.filter(pk__in=[run.pk for run in first]).update(status=RunStatus.SUCCEEDED)
@@ -141,13 +151,13 @@ def test_scheduler_takes_newest_commits_first_skips_docs_only_and_never_repeats(
     assert [run.commit.position for run in second] == [2, 1]
 
 
-def test_scheduler_respects_the_oldest_supported_commit(monkeypatch) -> None:
-    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: None)
+def test_scheduler_respects_the_oldest_supported_commit(runner_queue) -> None:
     commits = [cast(Commit, CommitFactory(position=i, change_class="python")) for i in range(5)]
     suite = cast(
         Suite,
         SuiteFactory(
             name="kimi-k3-8k1k",
+            hardware_class="cpu",
             install_settings={"method": "wheel_index"},
             oldest_supported_commit=commits[3].sha[:12],
         ),
@@ -156,11 +166,10 @@ def test_scheduler_respects_the_oldest_supported_commit(monkeypatch) -> None:
     assert sorted(run.commit.position or 0 for run in runs) == [3, 4]
 
 
-def test_release_runs_attach_to_their_tag_or_a_given_commit(monkeypatch) -> None:
+def test_release_runs_attach_to_their_tag_or_a_given_commit(runner_queue) -> None:
     from dashboard.benchmarks.services import repository_default
     from dashboard.github.models import Tag
 
-    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: None)
     suite = cast(
         Suite,
         SuiteFactory(
@@ -200,9 +209,8 @@ def test_a_timed_out_step_is_retried_within_the_attempt_budget(queued_run) -> No
     assert Run.objects.get(pk=queued_run.pk).status == RunStatus.INSTALLING  # the caller now fails it
 
 
-def test_a_run_queued_long_ago_gets_its_message_again(monkeypatch, settings) -> None:
+def test_a_run_queued_long_ago_gets_its_message_again(runner_queue, settings) -> None:
     settings.PERFWATCH_QUEUED_REDISPATCH_S = 3600
-    sent: list[int] = []
     suite = cast(Suite, SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu"))
     old, recent = (
         Run.objects.create(commit=cast(Commit, CommitFactory()), suite=suite, hardware_class="cpu")
@@ -211,11 +219,8 @@ def test_a_run_queued_long_ago_gets_its_message_again(monkeypatch, settings) -> 
     Run.objects.filter(pk=old.pk).update(dispatched_at=timezone.now() - timedelta(hours=2))
     Run.objects.filter(pk=recent.pk).update(dispatched_at=timezone.now() - timedelta(minutes=5))
 
-    from workers.tasks import benchmark_run
-
-    monkeypatch.setattr(benchmark_run, "apply_async", lambda args, **_: sent.append(args[0]))
     assert lifecycle.runs_redispatch_stale() == [old.pk]
-    assert sent == [old.pk]
+    assert runner_queue.drain() == [(dispatch.BENCHMARK_RUN, (old.pk,))]
     dispatched_at = Run.objects.get(pk=old.pk).dispatched_at
     assert dispatched_at is not None and dispatched_at > timezone.now() - timedelta(minutes=1)
     assert lifecycle.runs_redispatch_stale() == []  # not again until it is stale again
