@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "dashboard.benchmarks",
     "dashboard.regressions",
     "dashboard.github",
+    "dashboard.capacity",
     "dashboard.web",
     "dashboard.tokens",
 ]

@@ -17,7 +17,15 @@ from runners.errors import CommandFailed, RunFailed
 from runners.guidellm_report import BLAME_BENCH, BLAME_SERVER, GuidellmReport, ReportInvalid, report_parse
 from runners.process import command_run, log_tail
 from runners.server import failure_line
-from runners.suites import BenchmarkSpec
+from runners.suites import BenchmarkSpec, LoadProfile, ObjectiveSpec
+
+# Our objective metric prefix -> guidellm's per-request objective (its `tpot` is the inter-token latency)
+# and the factor from our unit to its milliseconds.
+_GUIDELLM_OBJECTIVES: dict[str, tuple[str, float]] = {
+    "ttft_ms": ("ttft_ms", 1.0),
+    "itl_ms": ("tpot_ms", 1.0),
+    "latency_s": ("e2el_ms", 1000.0),
+}
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,41 @@ class BenchmarkResult:
     report: GuidellmReport
     report_path: Path
     log_path: Path
+
+
+def _profile_args(benchmark: BenchmarkSpec) -> tuple[str, ...]:
+    windows = ""
+    if benchmark.warmup_s:
+        windows += f",warmup={benchmark.warmup_s:g}"
+    if benchmark.cooldown_s:
+        windows += f",cooldown={benchmark.cooldown_s:g}"
+    if benchmark.profile is LoadProfile.SWEEP:
+        profile = f"kind=sweep,sweep_size={benchmark.sweep_size}"
+        if benchmark.max_concurrency is not None:
+            profile += f",max_concurrency={benchmark.max_concurrency}"
+        return ("--profile", profile + windows)
+    streams = ",".join(str(level) for level in benchmark.concurrencies)
+    return ("--profile", "kind=concurrent" + windows, "--override", "profile.streams", streams)
+
+
+def guidellm_slo(*, objectives: Sequence[ObjectiveSpec]) -> dict[str, float]:
+    """guidellm's per-request objectives for a suite's: the tightest limit per kind; objectives on
+    guidellm's time per output token (which it does not judge per request) are left to PerfWatch."""
+    slo: dict[str, float] = {}
+    for objective in objectives:
+        prefix = objective.metric.rsplit("_", 1)[0]
+        if prefix in _GUIDELLM_OBJECTIVES:
+            name, factor = _GUIDELLM_OBJECTIVES[prefix]
+            slo[name] = min(slo.get(name, float("inf")), objective.max * factor)
+    return slo
+
+
+def _data_arg(benchmark: BenchmarkSpec) -> str:
+    data = benchmark.data
+    text = f"kind=synthetic_text,prompt_tokens={data.prompt_tokens},output_tokens={data.output_tokens}"
+    if data.prefix_tokens:
+        text += f",prefix_tokens={data.prefix_tokens},prefix_count={data.prefix_count}"
+    return text
 
 
 def guidellm_argv(
@@ -37,41 +80,40 @@ def guidellm_argv(
     tokenizer: str,
     labels: Mapping[str, str],
     output_path: Path,
+    objectives: Sequence[ObjectiveSpec] = (),
 ) -> tuple[str, ...]:
     """`guidellm run` (0.8.x syntax: every option a `kind=...,key=value` string) for one suite.
 
-    Each concurrency level is capped by max_duration: synthetic data never runs out on its own; its
-    first warmup_s and last cooldown_s seconds are left out of the statistics by guidellm itself.
+    Each level is capped by max_duration: synthetic data never runs out on its own; its first warmup_s
+    and last cooldown_s seconds are left out of the statistics by guidellm itself. With objectives,
+    guidellm also reports each level's SLO attainment and request goodput.
     """
-    profile = "kind=concurrent"
-    if benchmark.warmup_s:
-        profile += f",warmup={benchmark.warmup_s:g}"
-    if benchmark.cooldown_s:
-        profile += f",cooldown={benchmark.cooldown_s:g}"
-    streams = ",".join(str(level) for level in benchmark.concurrencies)
     label_args: list[str] = []
     for key, value in labels.items():
         label_args += ["--label", f"{key}={value}"]
+    slo = guidellm_slo(objectives=objectives)
+    metrics_args: tuple[str, ...] = ()
+    if slo:
+        metrics_args = (
+            "--metrics",
+            "kind=generative," + ",".join(f"slo.{name}={limit:g}" for name, limit in sorted(slo.items())),
+        )
     return (
         str(guidellm),
         "run",
         "--backend",
         f"kind=openai_http,target={target},model={model},request_format={benchmark.request_format}",
-        "--profile",
-        profile,
-        "--override",
-        "profile.streams",
-        streams,
+        *_profile_args(benchmark),
         "--constraint",
         f"kind=max_duration,seconds={benchmark.max_seconds:g}",
         "--data",
-        f"kind=synthetic_text,prompt_tokens={benchmark.data.prompt_tokens},"
-        f"output_tokens={benchmark.data.output_tokens}",
+        _data_arg(benchmark),
         # A local tokenizer: without one guidellm asks the model hub, and fails a minute later.
         "--tokenizer",
         f"kind=huggingface_auto,model={tokenizer}",
         "--seed",
         f"kind=static,value={benchmark.seed}",
+        *metrics_args,
         *label_args,
         "--output",
         f"kind=json,path={output_path}",

@@ -1,4 +1,5 @@
-"""Read a guidellm 0.8.x JSON report into typed values, one set per concurrency level.
+"""Read a guidellm 0.8.x JSON report into typed values: every level of the load curve, and the levels
+that have a fixed concurrency (concurrent, synchronous = 1) as the points of per-concurrency series.
 
 Pure Python: it never imports guidellm (importing its report models costs seconds and ~1 GB).
 guidellm exits 0 and writes 0.0 for every latency when all requests failed, so a report is
@@ -29,6 +30,7 @@ _UPPER_BOUNDS: dict[str, float] = {
     "_ms_": 86_400_000.0,
     "_s_": 86_400.0,
     "requests_": 1e9,
+    "_pct": 100.0,
 }
 
 # metric key -> (path under benchmarks[i].metrics, statistic)
@@ -50,6 +52,9 @@ METRIC_KEYS: tuple[str, ...] = (
 )
 
 
+# Reported only when guidellm was given latency objectives (--metrics ...,slo.ttft_ms=...).
+SLO_ATTAINMENT_KEY = "slo_attainment_pct"
+GOODPUT_KEY = "goodput_req_s"
 BLAME_SERVER = "server"  # the code under test answered with errors
 BLAME_BENCH = "bench"  # nothing completed in time: the node was too slow or too loaded, retry
 BLAME_REPORT = "report"  # the report itself is malformed or incomplete
@@ -72,10 +77,35 @@ class LevelResult:
 
 
 @dataclass(frozen=True)
+class CurveLevel:
+    """One level of the load curve as guidellm ran it: `strategy` is guidellm's (synchronous, concurrent,
+    throughput, constant, poisson), `streams` its concurrency, `rate` its requested requests per second."""
+
+    strategy: str
+    streams: int | None
+    rate: float | None
+    metrics: Mapping[str, float]
+
+    @property
+    def load_req_s(self) -> float:
+        """Where the level sits on the curve: the request rate it achieved."""
+        return self.metrics["request_throughput_req_s"]
+
+    @property
+    def label(self) -> str:
+        if self.strategy == "concurrent":
+            return f"concurrency {self.streams}"
+        if self.rate is not None:
+            return f"{self.strategy} {self.rate:.2f} req/s"
+        return self.strategy
+
+
+@dataclass(frozen=True)
 class GuidellmReport:
     guidellm_version: str
     labels: Mapping[str, str]
     levels: tuple[LevelResult, ...]
+    curve: tuple[CurveLevel, ...] = ()
 
     @property
     def concurrencies(self) -> tuple[int, ...]:
@@ -162,15 +192,31 @@ def _labels_parse(document: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _level_parse(benchmark: Any, *, index: int, max_error_rate: float) -> LevelResult:
+def _strategy_parse(benchmark: Any, *, where: str) -> tuple[str, int | None, float | None]:
+    """(strategy kind, concurrency, requested rate) of one level."""
+    strategy = _dig(benchmark, ("config", "strategy"), where=where)
+    kind = _dig(strategy, ("type_",), where=where)
+    if kind == "synchronous":
+        return kind, 1, None
+    if kind == "concurrent":
+        streams = _dig(strategy, ("streams",), where=where)
+        if isinstance(streams, bool) or not isinstance(streams, int) or not 1 <= streams <= MAX_CONCURRENCY:
+            raise ReportInvalid(
+                f"{where}: config.strategy.streams is not a concurrency level from 1 to {MAX_CONCURRENCY} "
+                f"({str(streams)[:40]!r})"
+            )
+        return kind, streams, None
+    if kind == "throughput":
+        return kind, None, None
+    if kind in ("constant", "poisson"):
+        return kind, None, _number(strategy, ("rate",), where=where)
+    raise ReportInvalid(f"{where}: unsupported strategy {kind!r}")
+
+
+def _level_parse(benchmark: Any, *, index: int, max_error_rate: float) -> CurveLevel:
     where = f"benchmarks[{index}]"
-    streams = _dig(benchmark, ("config", "strategy", "streams"), where=where)
-    if isinstance(streams, bool) or not isinstance(streams, int) or not 1 <= streams <= MAX_CONCURRENCY:
-        raise ReportInvalid(
-            f"{where}: config.strategy.streams is not a concurrency level from 1 to {MAX_CONCURRENCY} "
-            f"({str(streams)[:40]!r})"
-        )
-    where = f"concurrency {streams}"
+    strategy, streams, rate = _strategy_parse(benchmark, where=where)
+    where = f"concurrency {streams}" if strategy == "concurrent" else f"level {index} ({strategy})"
     metrics_node = _dig(benchmark, ("metrics",), where=where)
 
     totals = {
@@ -215,8 +261,11 @@ def _level_parse(benchmark: Any, *, index: int, max_error_rate: float) -> LevelR
             )
     for kind, count in totals.items():
         metrics[f"requests_{kind}"] = float(count)
+    if metrics_node.get("slo_attainment") is not None:
+        metrics[SLO_ATTAINMENT_KEY] = 100.0 * _number(metrics_node, ("slo_attainment",), where=where)
+        metrics[GOODPUT_KEY] = _number(metrics_node, ("request_goodput", "total", "mean"), where=where)
     _sanity_check(metrics, where=where)
-    return LevelResult(concurrency=streams, metrics=metrics)
+    return CurveLevel(strategy=strategy, streams=streams, rate=rate, metrics=metrics)
 
 
 def report_parse(
@@ -245,9 +294,15 @@ def report_parse(
     if len(benchmarks) > MAX_LEVELS:
         raise ReportInvalid(f"report has {len(benchmarks)} benchmark levels, over the limit of {MAX_LEVELS}")
 
-    levels = [
+    curve = [
         _level_parse(benchmark, index=index, max_error_rate=max_error_rate)
         for index, benchmark in enumerate(benchmarks)
+    ]
+    # Levels of a fixed concurrency are comparable from run to run; a sweep's rates are not.
+    levels = [
+        LevelResult(concurrency=level.streams, metrics=level.metrics)
+        for level in curve
+        if level.streams is not None
     ]
     seen = [level.concurrency for level in levels]
     duplicated = sorted({c for c in seen if seen.count(c) > 1})
@@ -270,4 +325,5 @@ def report_parse(
         ),
         labels=_labels_parse(document),
         levels=tuple(sorted(levels, key=lambda level: level.concurrency)),
+        curve=tuple(curve),
     )

@@ -29,6 +29,7 @@ CPU_INCOMPATIBLE_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
 # The client is fixed so that a change in numbers is the server's doing, never guidellm's.
 GUIDELLM_VERSION = "0.8.1"
 GUIDELLM_TORCH_VERSION = "2.13.0"
+LM_EVAL_VERSION = "0.4.13"
 STEP_TIMEOUT_S = 3 * 3600.0  # a cap per command; env_ensure's overall timeout is the real limit
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 # Paths whose change makes another commit's compiled kernels wrong for this checkout.
@@ -126,6 +127,18 @@ def guidellm_recipe(
             _venv(python=python),
             _pip_install(f"guidellm=={version}", f"torch=={torch_version}", timeout_s=STEP_TIMEOUT_S),
             EnvStep(argv=("{env}/bin/guidellm", "--help"), timeout_s=300),
+        ),
+    )
+
+
+def lm_eval_recipe(*, python: str, version: str = LM_EVAL_VERSION) -> EnvRecipe:
+    """lm-evaluation-harness with its API client extras, for accuracy tasks against a running server."""
+    return EnvRecipe(
+        name=f"lm-eval-{version}",
+        steps=(
+            _venv(python=python),
+            _pip_install(f"lm-eval[api]=={version}", timeout_s=STEP_TIMEOUT_S),
+            EnvStep(argv=("{env}/bin/lm_eval", "--help"), timeout_s=300),
         ),
     )
 
@@ -346,7 +359,36 @@ def guidellm_env_ensure(
     *, cache_dir: Path, log_path: Path, timeout_s: float, cancel: threading.Event | None = None
 ) -> InstalledEnv:
     """guidellm's fixed environment, built when missing."""
-    recipe = guidellm_recipe(python=env_python_resolve())
+    return _fixed_env_ensure(
+        recipe=guidellm_recipe(python=env_python_resolve()),
+        cache_dir=cache_dir,
+        log_path=log_path,
+        timeout_s=timeout_s,
+        cancel=cancel,
+    )
+
+
+def lm_eval_env_ensure(
+    *, cache_dir: Path, log_path: Path, timeout_s: float, cancel: threading.Event | None = None
+) -> InstalledEnv:
+    """lm-evaluation-harness's fixed environment, built when missing."""
+    return _fixed_env_ensure(
+        recipe=lm_eval_recipe(python=env_python_resolve()),
+        cache_dir=cache_dir,
+        log_path=log_path,
+        timeout_s=timeout_s,
+        cancel=cancel,
+    )
+
+
+def _fixed_env_ensure(
+    *,
+    recipe: EnvRecipe,
+    cache_dir: Path,
+    log_path: Path,
+    timeout_s: float,
+    cancel: threading.Event | None,
+) -> InstalledEnv:
     ready = env_ready(recipe=recipe, cache_dir=cache_dir)
     if ready is not None:
         return InstalledEnv(path=ready, recipe=recipe, reused=True)

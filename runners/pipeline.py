@@ -17,6 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runners.accuracy import (
+    ACCURACY_DIR,
+    AccuracyFailed,
+    AccuracyResult,
+    lm_eval_argv,
+    lm_eval_results_read,
+    qa_accuracy_run,
+    qa_items_load,
+)
 from runners.benchmark import benchmark_run, guidellm_argv, levels_fit
 from runners.envs import cache_dir_resolve
 from runners.errors import (
@@ -30,9 +39,15 @@ from runners.errors import (
 )
 from runners.fingerprint import environment_fingerprint
 from runners.guidellm_report import GuidellmReport
-from runners.install import InstalledEnv, WheelIndexUnreachable, guidellm_env_ensure, vllm_env_ensure
+from runners.install import (
+    InstalledEnv,
+    WheelIndexUnreachable,
+    guidellm_env_ensure,
+    lm_eval_env_ensure,
+    vllm_env_ensure,
+)
 from runners.metrics import MetricsSnapshot, MetricsUnreadable
-from runners.process import log_tail
+from runners.process import command_run, log_tail
 from runners.server import (
     error_line,
     failure_line,
@@ -41,7 +56,7 @@ from runners.server import (
     server_warm_up,
     vllm_serve_argv,
 )
-from runners.suites import SuiteSpec
+from runners.suites import AccuracyKind, AccuracySpec, SuiteSpec
 from runners.telemetry import TelemetrySample, TelemetrySampler
 from runners.text import one_line
 from runners.tiny_model import tiny_model_ensure, tiny_model_name
@@ -76,6 +91,7 @@ class BenchmarkOutcome:
     log_paths: Mapping[str, Path]
     commands: Mapping[str, tuple[str, ...]]
     warnings: tuple[str, ...] = ()
+    accuracy: AccuracyResult | None = None
 
     @property
     def metrics_delta(self) -> dict[str, float]:
@@ -174,7 +190,7 @@ def _failures_as_run_failed(stages: _Stages) -> Iterator[None]:
             log_tail=exc.log_tail,
             retryable=True,
         ) from exc
-    except (InstallRefused, WheelIndexUnreachable, Cancelled, RunnerError) as exc:
+    except (InstallRefused, WheelIndexUnreachable, Cancelled, AccuracyFailed, RunnerError) as exc:
         raise RunFailed(stage=stages.current, reason=one_line(exc, limit=REASON_CHARS)) from exc
     except OSError as exc:
         raise RunFailed(
@@ -207,6 +223,64 @@ def _metrics_scrape(
         return {}
 
 
+def _accuracy_measure(
+    *,
+    accuracy: AccuracySpec,
+    base_url: str,
+    model: str,
+    tokenizer: str,
+    lm_eval: InstalledEnv | None,
+    work_dir: Path,
+    log_path: Path,
+    seed: int,
+    commands: dict[str, tuple[str, ...]],
+    cancel: threading.Event,
+) -> AccuracyResult:
+    """The suite's accuracy task against the server that was just benchmarked."""
+    if accuracy.kind is AccuracyKind.QA_JSONL:
+        assert accuracy.path is not None  # the suite's validation requires it
+        path = ACCURACY_DIR / accuracy.path
+        items = qa_items_load(path=path)
+        if accuracy.limit is not None:
+            items = items[: accuracy.limit]
+        commands["accuracy"] = (
+            f"exact match of {len(items)} answers from {path.relative_to(ACCURACY_DIR.parent.parent)} "
+            f"({accuracy.max_tokens} tokens, greedy) on {base_url}/v1/completions",
+        )
+        return qa_accuracy_run(
+            name=accuracy.name,
+            items=items,
+            base_url=base_url,
+            model=model,
+            max_tokens=accuracy.max_tokens,
+            num_concurrent=accuracy.num_concurrent,
+            timeout_s=accuracy.timeout_s,
+            cancel=cancel,
+        )
+    assert lm_eval is not None and accuracy.task is not None
+    output_dir = work_dir / "lm-eval"
+    argv = lm_eval_argv(
+        lm_eval=lm_eval.executable(name="lm_eval"),
+        task=accuracy.task,
+        base_url=base_url,
+        model=model,
+        tokenizer=tokenizer,
+        output_path=output_dir,
+        num_concurrent=accuracy.num_concurrent,
+        limit=accuracy.limit,
+        seed=seed,
+    )
+    commands["accuracy"] = (_shell_line(argv=argv, env={}),)
+    command_run(
+        argv=argv,
+        log_path=log_path,
+        timeout_s=accuracy.timeout_s,
+        env={**os.environ, **CLIENT_BASE_ENV},
+        cancel=cancel,
+    )
+    return lm_eval_results_read(output_dir=output_dir, name=accuracy.name, task=accuracy.task)
+
+
 def benchmark_execute(
     *,
     suite: SuiteSpec,
@@ -233,6 +307,7 @@ def benchmark_execute(
         "install": work_dir / "install.log",
         "server": work_dir / "server.log",
         "benchmark": work_dir / "guidellm.log",
+        "accuracy": work_dir / "accuracy.log",
     }
     report_path = work_dir / "guidellm-report.json"
     cancel = threading.Event()
@@ -260,6 +335,16 @@ def benchmark_execute(
                     timeout_s=suite.timeouts.install_s,
                     cancel=cancel,
                 )
+                lm_eval_env = None
+                accuracy_spec = suite.benchmark.accuracy
+                if accuracy_spec is not None and accuracy_spec.kind is AccuracyKind.LM_EVAL:
+                    lm_eval_env = lm_eval_env_ensure(
+                        cache_dir=cache,
+                        log_path=log_paths["install"],
+                        timeout_s=suite.timeouts.install_s,
+                        cancel=cancel,
+                    )
+                    commands["install_lm_eval"] = lm_eval_env.commands
                 model, model_args, tokenizer, model_commands = _model_prepare(
                     suite=suite, client=client_env, cache_dir=cache, log_path=log_paths["install"]
                 )
@@ -330,6 +415,7 @@ def benchmark_execute(
                         tokenizer=tokenizer,
                         labels=labels,
                         output_path=report_path,
+                        objectives=suite.benchmark.objectives,
                     )
                     commands["benchmark"] = (_shell_line(argv=bench_argv, env={}),)
                     with TelemetrySampler(interval_s=TELEMETRY_INTERVAL_S) as telemetry:
@@ -341,7 +427,7 @@ def benchmark_execute(
                                 log_path=log_paths["benchmark"],
                                 timeout_s=suite.timeouts.benchmark_s
                                 + (benchmark.max_seconds - suite.benchmark.max_seconds)
-                                * len(benchmark.concurrencies),
+                                * (len(benchmark.concurrencies) or benchmark.sweep_size),
                                 expected_concurrencies=benchmark.concurrencies,
                                 max_error_rate=suite.max_error_rate,
                                 cancel=cancel,
@@ -369,6 +455,21 @@ def benchmark_execute(
                                 log_tail=log_tail(path=server.log_path),
                             ) from exc
                     metrics_after = _metrics_scrape(scrape=server.metrics, when="after", warnings=warnings)
+                    accuracy = None
+                    if suite.benchmark.accuracy is not None:
+                        # Same server, after the benchmark: its counters above are the benchmark's alone.
+                        accuracy = _accuracy_measure(
+                            accuracy=suite.benchmark.accuracy,
+                            base_url=server.base_url,
+                            model=suite.serve.model,
+                            tokenizer=tokenizer,
+                            lm_eval=lm_eval_env,
+                            work_dir=work_dir,
+                            log_path=log_paths["accuracy"],
+                            seed=suite.benchmark.seed,
+                            commands=commands,
+                            cancel=cancel,
+                        )
                 stages.close()
         except RunFailed:
             if beat.error is not None:
@@ -388,4 +489,5 @@ def benchmark_execute(
         log_paths=log_paths,
         commands=commands,
         warnings=tuple(warnings),
+        accuracy=accuracy,
     )

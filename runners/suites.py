@@ -75,8 +75,69 @@ class ServeSpec(_Frozen):
 
 
 class DataSpec(_Frozen):
+    """guidellm's synthetic text. `prefix_tokens` > 0 gives every prompt a shared prefix of that many
+    tokens (`prefix_count` distinct prefixes) before its `prompt_tokens` unique ones."""
+
     prompt_tokens: Annotated[int, Field(gt=0)]
     output_tokens: Annotated[int, Field(gt=0)]
+    prefix_tokens: Annotated[int, Field(ge=0)] = 0
+    prefix_count: Annotated[int, Field(gt=0)] = 1
+
+
+# Latency objectives are read from these per-level statistics; guidellm knows the same objectives per
+# request as ttft_ms, tpot_ms (its inter-token latency) and e2el_ms.
+OBJECTIVE_METRIC_PATTERN = r"^(ttft_ms|itl_ms|tpot_ms|latency_s)_(mean|p50|p90|p99)$"
+
+
+class ObjectiveSpec(_Frozen):
+    """A service-level objective: `metric` of a load level (e.g. ttft_ms_p99) at most `max`."""
+
+    metric: Annotated[str, Field(pattern=OBJECTIVE_METRIC_PATTERN)]
+    max: Annotated[float, Field(gt=0)]
+
+
+class AccuracyKind(StrEnum):
+    QA_JSONL = "qa_jsonl"
+    LM_EVAL = "lm_eval"
+
+
+class AccuracySpec(_Frozen):
+    """A task run against the benchmarked server after the benchmark, stored as `accuracy_<name>` (%).
+
+    `qa_jsonl`: `path` (relative to runners/accuracy/) holds one {"question", "answer"} per line, scored
+    by exact match. `lm_eval`: lm-evaluation-harness `task` (e.g. gsm8k) through the OpenAI-compatible
+    endpoint. A relative drop larger than `tolerance` is a regression.
+    """
+
+    kind: AccuracyKind
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_]{0,30}$")]
+    path: str | None = None
+    task: str | None = None
+    limit: Annotated[int, Field(gt=0)] | None = None
+    max_tokens: Annotated[int, Field(gt=0)] = 32
+    num_concurrent: Annotated[int, Field(gt=0)] = 8
+    tolerance: Annotated[float, Field(gt=0, lt=1)] = 0.01
+    timeout_s: Annotated[float, Field(gt=0)] = 1800
+
+    @model_validator(mode="after")
+    def _source_fits_kind(self) -> AccuracySpec:
+        if self.kind is AccuracyKind.QA_JSONL and not self.path:
+            raise ValueError("qa_jsonl needs path (a JSONL file under runners/accuracy/)")
+        if self.kind is AccuracyKind.LM_EVAL and not self.task:
+            raise ValueError("lm_eval needs task (e.g. gsm8k)")
+        return self
+
+    @property
+    def metric(self) -> str:
+        return f"accuracy_{self.name}"
+
+
+class LoadProfile(StrEnum):
+    """How guidellm loads the server: fixed concurrency levels, or its sweep (synchronous, throughput,
+    then constant request rates spread between the two)."""
+
+    CONCURRENT = "concurrent"
+    SWEEP = "sweep"
 
 
 class BenchmarkSpec(_Frozen):
@@ -84,7 +145,11 @@ class BenchmarkSpec(_Frozen):
 
     request_format: Literal["/v1/chat/completions", "/v1/completions"] = "/v1/chat/completions"
     data: DataSpec
-    concurrencies: tuple[Annotated[int, Field(gt=0)], ...]
+    profile: LoadProfile = LoadProfile.CONCURRENT
+    concurrencies: tuple[Annotated[int, Field(gt=0)], ...] = ()
+    # Sweep only: how many levels in all, and the most requests a rate level keeps in flight.
+    sweep_size: Annotated[int, Field(ge=2)] = 4
+    max_concurrency: Annotated[int, Field(gt=0)] | None = None
     max_seconds: Annotated[float, Field(gt=0)]
     # guidellm's own warm-up and cool-down: seconds at the start and end of each level left out of its
     # statistics (0, or at least 1: guidellm reads a number below 1 as a fraction).
@@ -92,6 +157,11 @@ class BenchmarkSpec(_Frozen):
     cooldown_s: Annotated[float, Field(ge=0)] = 0.0
     seed: int = 42
     tokenizer: str | None = None
+    # Latency objectives a level must meet; the highest load meeting all of them is the capacity.
+    objectives: tuple[ObjectiveSpec, ...] = ()
+    # The metric the suite is judged by first (e.g. tpot_ms_p50 for a long-context workload).
+    headline_metric: str | None = None
+    accuracy: AccuracySpec | None = None
 
     @field_validator("warmup_s", "cooldown_s")
     @classmethod
@@ -112,11 +182,20 @@ class BenchmarkSpec(_Frozen):
     @field_validator("concurrencies")
     @classmethod
     def _distinct_levels(cls, concurrencies: tuple[int, ...]) -> tuple[int, ...]:
-        if not concurrencies:
-            raise ValueError("at least one concurrency level is needed")
         if len(set(concurrencies)) != len(concurrencies):
             raise ValueError("concurrency levels repeat")
         return concurrencies
+
+    @model_validator(mode="after")
+    def _levels_fit_profile(self) -> BenchmarkSpec:
+        if self.profile is LoadProfile.CONCURRENT and not self.concurrencies:
+            raise ValueError("at least one concurrency level is needed")
+        if self.profile is LoadProfile.SWEEP and self.concurrencies:
+            raise ValueError("a sweep chooses its own levels: leave concurrencies out")
+        metrics = [objective.metric for objective in self.objectives]
+        if len(set(metrics)) != len(metrics):
+            raise ValueError("objectives repeat a metric")
+        return self
 
 
 class TimeoutsSpec(_Frozen):

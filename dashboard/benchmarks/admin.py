@@ -1,6 +1,11 @@
+from __future__ import annotations
+
 from django.contrib import admin
+from django.forms import ModelForm
+from django.http import HttpRequest
 
 from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, Series, Suite
+from dashboard.capacity.services import suite_capacity_recompute
 
 
 @admin.register(Repository)
@@ -20,6 +25,12 @@ class CommitAdmin(admin.ModelAdmin):
 class SuiteAdmin(admin.ModelAdmin):
     list_display = ("name", "hardware_class", "is_active", "oldest_supported_commit")
     list_filter = ("hardware_class", "is_active")
+
+    def save_model(self, request: HttpRequest, obj: Suite, form: ModelForm[Suite], change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if change and "benchmark_settings" in form.changed_data:
+            # Objectives may have changed: capacity is re-derived from the stored load curves.
+            suite_capacity_recompute(suite=obj)
 
 
 @admin.register(Runner)

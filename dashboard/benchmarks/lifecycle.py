@@ -23,6 +23,8 @@ from django.utils import timezone
 from dashboard import dispatch
 from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Commit, Run, Runner, RunStatus, Suite
 from dashboard.benchmarks.services import run_results_store
+from dashboard.capacity.services import accuracy_store, accuracy_tolerance_apply, suite_capacity_recompute
+from runners.accuracy import AccuracyResult
 from runners.guidellm_report import GuidellmReport
 from runners.suites import SuiteSpec
 from runners.text import one_line
@@ -52,6 +54,7 @@ class RunResult:
     server_metrics: dict[str, Any]
     commands: dict[str, str]
     logs: dict[str, str]
+    accuracy: AccuracyResult | None = None
 
 
 def suite_spec(*, suite: Suite) -> SuiteSpec:
@@ -73,9 +76,11 @@ def suite_spec(*, suite: Suite) -> SuiteSpec:
 
 
 def suite_upsert(*, spec: SuiteSpec) -> tuple[Suite, bool]:
-    """Store a suite description (from runners/suites/*.yaml) as its row; True when created."""
+    """Store a suite description (from runners/suites/*.yaml) as its row; True when created. Changed
+    objectives re-derive the capacity of every stored run; the accuracy tolerance becomes detection's."""
     data = spec.model_dump(mode="json")
-    return Suite.objects.update_or_create(
+    previous = Suite.objects.filter(name=spec.name).values_list("benchmark_settings", flat=True).first()
+    suite, created = Suite.objects.update_or_create(
         name=spec.name,
         defaults={
             "description": spec.description,
@@ -90,6 +95,10 @@ def suite_upsert(*, spec: SuiteSpec) -> tuple[Suite, bool]:
             "is_active": spec.active,
         },
     )
+    if previous is not None and previous.get("objectives", []) != data["benchmark"]["objectives"]:
+        suite_capacity_recompute(suite=suite)
+    accuracy_tolerance_apply(suite=suite, accuracy=spec.benchmark.accuracy)
+    return suite, created
 
 
 def _dispatch(run: Run) -> None:
@@ -218,6 +227,8 @@ def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
         run.commands = result.commands
         run.logs = {name: text[-LOG_TAIL_CHARS:] for name, text in result.logs.items()}
         run_results_store(run=run, report=result.report, raw_report=result.raw_report)
+        if result.accuracy is not None:
+            accuracy_store(run=run, accuracy=result.accuracy)
     return run
 
 
@@ -409,6 +420,7 @@ def run_execute(*, run_id: int, runner_name: str, hardware_class: str) -> RunSta
             },
             commands={name: "\n".join(lines) for name, lines in outcome.commands.items() if lines},
             logs=_log_tails(work_dir),
+            accuracy=outcome.accuracy,
         ),
     )
     return RunStatus.SUCCEEDED
@@ -417,7 +429,7 @@ def run_execute(*, run_id: int, runner_name: str, hardware_class: str) -> RunSta
 def _log_tails(work_dir: Path) -> dict[str, str]:
     """The end of each step's log file in a run's work directory."""
     tails = {}
-    for name in ("install", "server", "guidellm"):
+    for name in ("install", "server", "guidellm", "accuracy"):
         path = work_dir / f"{name}.log"
         if path.exists():
             with path.open("rb") as handle:

@@ -19,6 +19,10 @@ HIGHER_IS_BETTER_PREFIXES: tuple[str, ...] = (
     "output_throughput",
     "request_throughput",
     "requests_successful",
+    "capacity_",
+    "goodput_",
+    "slo_attainment",
+    "accuracy_",
 )
 
 

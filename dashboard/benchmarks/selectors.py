@@ -114,6 +114,13 @@ def suite_hardware_classes(*, suite: Suite) -> list[str]:
     return sorted(set(Series.objects.filter(suite=suite).values_list("hardware_class", flat=True)))
 
 
+def suite_metrics(*, suite: Suite, hardware_class: str) -> set[str]:
+    """Every metric `suite` has series of on `hardware_class`."""
+    return set(
+        Series.objects.filter(suite=suite, hardware_class=hardware_class).values_list("metric", flat=True)
+    )
+
+
 def timeline_series(
     *,
     suite: Suite,
@@ -131,7 +138,8 @@ def timeline_series(
         run__status=RunStatus.SUCCEEDED,
     )
     if concurrencies:
-        measurements = measurements.filter(series__concurrency__in=concurrencies)
+        # Level 0 holds the metrics of a run as a whole (capacity, accuracy): no level filters them out.
+        measurements = measurements.filter(series__concurrency__in=(0, *concurrencies))
     if date_from:
         measurements = measurements.filter(commit__committed_at__date__gte=date_from)
     if date_to:

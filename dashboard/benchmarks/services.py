@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from dashboard import dispatch
 from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, RunStatus, Series, Suite
+from dashboard.capacity.services import load_curve_store
 from runners.guidellm_report import GuidellmReport, ReportInvalid, report_parse
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
@@ -73,7 +74,8 @@ def commit_ensure(*, sha: str, repository: Repository | None = None) -> Commit:
 
 
 def measurements_store(*, run: Run, report: GuidellmReport) -> int:
-    """Store one measurement per (level, metric) of a validated report; return how many."""
+    """Store one measurement per (level, metric) of a validated report, its load curve and the capacity
+    that curve gives under the suite's objectives; return how many measurements."""
     keys = [(level.concurrency, metric) for level in report.levels for metric in level.metrics]
     Series.objects.bulk_create(
         [
@@ -96,7 +98,7 @@ def measurements_store(*, run: Run, report: GuidellmReport) -> int:
         for metric, value in level.metrics.items()
     ]
     Measurement.objects.bulk_create(measurements)
-    return len(measurements)
+    return len(measurements) + load_curve_store(run=run, report=report)
 
 
 def run_results_store(

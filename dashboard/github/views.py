@@ -19,12 +19,14 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.benchmarks import selectors as benchmark_selectors
 from dashboard.benchmarks.compare import compare_markdown
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
+from dashboard.capacity.selectors import commit_load_curve
 from dashboard.github import selectors
 from dashboard.github.figures import pull_request_figure as pull_request_figure_build
 from dashboard.github.services import WEBHOOK_EVENTS, WebhookPayloadInvalid, webhook_delivery_handle
 from dashboard.github.signatures import signature_verify
 from dashboard.github.tables import compare_table, impact_rows, impact_sort_parse, metric_columns
 from dashboard.github.timeline import tracking_query_pairs, tracking_selection_parse
+from dashboard.web.load_curves import LoadCurveSection, load_curve_section
 from dashboard.web.metrics import metric_display
 from dashboard.web.tables import HEADLINE_DISPLAYS
 from dashboard.web.views import commit_url_builder
@@ -161,6 +163,22 @@ def pull_request_figure(request: HttpRequest, number: int, suite: str, metric: s
     return HttpResponse(plotly.io.to_json(figure), content_type="application/json")
 
 
+def _compare_load_curves(*, comparison: selectors.Comparison) -> list[LoadCurveSection]:
+    """Both commits' load curves of the compared suite on one set of charts, when they have curves."""
+    curves = [
+        (commit.short_sha, curve)
+        for commit in (comparison.base, comparison.head)
+        if (
+            curve := commit_load_curve(
+                commit=commit, suite=comparison.suite, hardware_class=comparison.hardware_class
+            )
+        )
+        is not None
+        and len(curve.points) > 1
+    ]
+    return [load_curve_section(curves=curves, element_prefix="compare-load-curve")] if curves else []
+
+
 @require_GET
 def compare(request: HttpRequest) -> HttpResponse:
     """Two commits or tags of one suite side by side; the address is the permalink."""
@@ -200,5 +218,6 @@ def compare(request: HttpRequest) -> HttpResponse:
                     }
                 ),
                 hardware_classes=benchmark_selectors.suite_hardware_classes(suite=comparison.suite),
+                load_curves=_compare_load_curves(comparison=comparison),
             )
     return render(request, "github/compare.html", context, status=status)

@@ -163,15 +163,16 @@ def timeline_figure(
                 x=[x_of[point.commit_sha] for point in item.points],
                 y=[point.value for point in item.points],
                 customdata=[_customdata(point, commit_url) for point in item.points],
-                name=f"c={item.concurrency}",
+                name=f"c={item.concurrency}" if item.concurrency else "run",
                 mode="lines+markers",
                 line={"color": color, "width": 1.6},
                 marker={"color": color, "size": marker_size},
                 hovertemplate=(
                     "<b>%{customdata[1]}</b>  %{customdata[3]}  ·  %{customdata[4]}<br>"
                     "%{customdata[2]}<br>"
-                    f"<b>%{{y:{_value_format(display)}}}{unit}</b> at concurrency {item.concurrency}"
-                    "%{customdata[5]}<extra></extra>"
+                    f"<b>%{{y:{_value_format(display)}}}{unit}</b>"
+                    + (f" at concurrency {item.concurrency}" if item.concurrency else "")
+                    + "%{customdata[5]}<extra></extra>"
                 ),
             )
         )

@@ -18,6 +18,10 @@ _NAMES = {
     "itl": ("Inter-token latency", "ITL"),
     "tpot": ("Time per output token", "TPOT"),
     "latency": ("Request latency", "Latency"),
+    "capacity": ("Capacity at the objectives", "Capacity"),
+    "capacity_output": ("Output throughput at capacity", "Capacity tok/s"),
+    "goodput_at_capacity": ("Goodput at capacity", "Goodput"),
+    "goodput": ("Goodput", "Goodput"),
 }
 _COUNTS = {
     "requests_successful": "Successful requests",
@@ -44,6 +48,12 @@ def metric_display(*, metric: str) -> MetricDisplay:
     higher_is_better = metric_higher_is_better(metric)
     if metric in _COUNTS:
         return MetricDisplay(metric, _COUNTS[metric], _COUNTS[metric], "", 0, higher_is_better)
+    if metric.startswith("accuracy_"):
+        task = metric.removeprefix("accuracy_")
+        task = task.upper() if task.isalnum() else task  # gsm8k reads GSM8K
+        return MetricDisplay(metric, f"Accuracy ({task})", f"Accuracy {task}", "%", 2, higher_is_better)
+    if metric == "slo_attainment_pct":
+        return MetricDisplay(metric, "Requests meeting the objectives", "SLO met", "%", 1, higher_is_better)
     match = _METRIC_PATTERN.match(metric)
     if match is None or match["base"] not in _NAMES:
         return MetricDisplay(metric, metric, metric, "", 2, higher_is_better)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import timedelta
 
@@ -11,12 +12,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from dashboard.benchmarks import selectors
-from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
+from dashboard.benchmarks.models import Suite
 from dashboard.benchmarks.selectors import HardwareFacet
+from dashboard.capacity.models import WHOLE_RUN
+from dashboard.capacity.selectors import commit_accuracy_scores, commit_load_curves
+from dashboard.capacity.services import CAPACITY_METRICS
 from dashboard.github.selectors import tracking_issues_active
 from dashboard.github.timeline import tracking_toggles
 from dashboard.web.figures import CommitUrl, concurrency_color
-from dashboard.web.filters import FilterInvalid, TimelineFilters, timeline_filters_parse
+from dashboard.web.filters import STATISTICS, FilterInvalid, TimelineFilters, timeline_filters_parse
+from dashboard.web.load_curves import load_curve_section
 from dashboard.web.metrics import metric_display
 from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, overview_cards
 
@@ -57,6 +62,16 @@ def suites(request: HttpRequest) -> HttpResponse:
     return render(request, "web/suites.html", {"rows": rows})
 
 
+def timeline_metrics(*, statistic: str, headline: str | None, available: Collection[str]) -> list[str]:
+    """The metrics a suite's timeline charts, in order: the suite's headline, throughput and the
+    latencies at `statistic`, then capacity, goodput and accuracy where the suite measures them."""
+    latencies = [f"{family}_{statistic}" for family in ("ttft_ms", "latency_s", "itl_ms", "tpot_ms")]
+    whole_run = [m for m in CAPACITY_METRICS if m in available]
+    accuracy = sorted(m for m in available if m.startswith("accuracy_"))
+    first = [headline] if headline else []
+    return list(dict.fromkeys([*first, "output_throughput_tok_s", *latencies, *whole_run, *accuracy]))
+
+
 def _timeline_context(
     suite: Suite, facet: HardwareFacet | None, filters: TimelineFilters
 ) -> dict[str, object]:
@@ -74,7 +89,13 @@ def _timeline_context(
         quick_ranges.append(
             ("All", f"?{all_time.query_string()}", not (filters.date_from or filters.date_to))
         )
-    levels = facet.concurrencies if facet else ()
+    # Whole-run metrics (capacity, accuracy) sit at level 0 and are drawn whatever levels are picked.
+    levels = tuple(level for level in facet.concurrencies if level != WHOLE_RUN) if facet else ()
+    metrics = timeline_metrics(
+        statistic=filters.statistic,
+        headline=(suite.benchmark_settings or {}).get("headline_metric"),
+        available=selectors.suite_metrics(suite=suite, hardware_class=filters.hardware_class),
+    )
     return {
         "filters": filters,
         "facet": facet,
@@ -92,7 +113,11 @@ def _timeline_context(
                 "display": metric_display(metric=metric),
                 "figure_url": f"{reverse('web:suite-figure', args=[suite.name, metric])}?{figure_query}",
             }
-            for metric in HEADLINE_METRICS
+            for metric in metrics
+        ],
+        "statistics": [
+            (option, f"?{replace(filters, statistic=option).query_string()}", option == filters.statistic)
+            for option in STATISTICS
         ],
     }
 
@@ -142,6 +167,11 @@ def commit_detail(request: HttpRequest, sha: str) -> HttpResponse:
             "blocks": commit_measurement_blocks(rows=selectors.commit_measurements(commit=commit)),
             "headline": HEADLINE_DISPLAYS,
             "runs": selectors.commit_runs(commit=commit),
+            "load_curves": [
+                load_curve_section(curves=[(commit.short_sha, curve)], element_prefix=f"load-curve-{index}")
+                for index, curve in enumerate(commit_load_curves(commit=commit))
+            ],
+            "accuracy_scores": commit_accuracy_scores(commit=commit),
             "older": older,
             "newer": newer,
         },

@@ -48,6 +48,55 @@ def test_command_for_the_reference_suite_is_guidellm_run_with_every_setting():
     )  # fmt: skip
 
 
+def _suite_argv(name: str) -> tuple[str, ...]:
+    suite = suite_get(name=name)
+    return guidellm_argv(
+        guidellm=Path("guidellm"),
+        benchmark=suite.benchmark,
+        target="http://127.0.0.1:8000",
+        model=suite.serve.model,
+        tokenizer="/models/tokenizer",
+        labels={},
+        output_path=Path("report.json"),
+        objectives=suite.benchmark.objectives,
+    )
+
+
+def test_sweep_suite_asks_for_guidellm_sweep_and_its_objectives_per_request():
+    argv = _suite_argv("tiny-llama-cpu-sweep")
+
+    assert argv[argv.index("--profile") + 1] == "kind=sweep,sweep_size=4,max_concurrency=16"
+    assert "--override" not in argv
+    # ITL objectives are guidellm's per-request tpot (it excludes the first token, as ITL does).
+    assert argv[argv.index("--metrics") + 1] == "kind=generative,slo.tpot_ms=100,slo.ttft_ms=1000"
+
+
+def test_latency_objectives_become_milliseconds_and_the_tightest_limit_wins():
+    from runners.benchmark import guidellm_slo
+    from runners.suites import ObjectiveSpec
+
+    slo = guidellm_slo(
+        objectives=[
+            ObjectiveSpec(metric="latency_s_p99", max=30),
+            ObjectiveSpec(metric="ttft_ms_p50", max=800),
+            ObjectiveSpec(metric="ttft_ms_p99", max=2000),
+            ObjectiveSpec(metric="tpot_ms_p50", max=15),
+        ]
+    )
+
+    assert slo == {"e2el_ms": 30000.0, "ttft_ms": 800.0}
+
+
+def test_dcp_suite_sends_a_shared_prefix_before_the_unique_tokens():
+    argv = _suite_argv("kimi-k3-dcp-120k")
+
+    assert argv[argv.index("--data") + 1] == (
+        "kind=synthetic_text,prompt_tokens=6000,output_tokens=400,prefix_tokens=114000,prefix_count=1"
+    )
+    assert argv[argv.index("--override") + 2] == "1"
+    assert "--metrics" not in argv
+
+
 def run_fake(tmp_path, *, mode, report=REAL_REPORT, expected=(1, 2, 4), timeout_s=30.0):
     fake = python_script(path=tmp_path / "bin" / "guidellm", script=RUNNER_FIXTURES / "fake_guidellm.py")
     argv = guidellm_argv(
