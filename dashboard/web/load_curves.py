@@ -182,7 +182,8 @@ def _capacity_row(name: str, curve: CommitCurve) -> CapacityRow:
     if capacity is None:
         return CapacityRow(name, curve.commit.sha, "–", "–", "–", "no objectives")
     breaking = (
-        f"{capacity.breaking_level} broke {', '.join(capacity.broken_objectives)}"
+        f"{capacity.breaking_level} broke "
+        + ", ".join(metric_display(metric=metric).short_label for metric in capacity.broken_objectives)
         if capacity.bounded
         else "no level broke an objective (a lower bound)"
     )

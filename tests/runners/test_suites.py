@@ -194,7 +194,7 @@ def test_sweep_suite_declares_objectives_and_a_shipped_question_file():
     assert suite.benchmark.profile == "sweep"
     assert suite.benchmark.concurrencies == ()
     assert [(o.metric, o.max) for o in suite.benchmark.objectives] == [
-        ("ttft_ms_p99", 1000),
+        ("ttft_ms_p99", 500),
         ("itl_ms_p99", 100),
     ]
     accuracy = suite.benchmark.accuracy
