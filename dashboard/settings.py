@@ -28,7 +28,6 @@ INSTALLED_APPS = [
     "dashboard.benchmarks",
     "dashboard.regressions",
     "dashboard.github",
-    "dashboard.capacity",
     "dashboard.web",
     "dashboard.tokens",
 ]

@@ -4,8 +4,18 @@ from django.contrib import admin
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, Series, Suite
-from dashboard.capacity.services import suite_capacity_recompute
+from dashboard.benchmarks.capacity import suite_capacity_recompute
+from dashboard.benchmarks.models import (
+    AccuracyScore,
+    Commit,
+    LoadLevel,
+    Measurement,
+    Repository,
+    Run,
+    Runner,
+    Series,
+    Suite,
+)
 
 
 @admin.register(Repository)
@@ -59,3 +69,17 @@ class MeasurementAdmin(admin.ModelAdmin):
     list_display = ("series", "commit", "run", "value")
     list_select_related = ("series__suite", "commit", "run")
     raw_id_fields = ("run", "series", "commit")
+
+
+@admin.register(LoadLevel)
+class LoadLevelAdmin(admin.ModelAdmin):
+    list_display = ("run", "index", "label", "strategy")
+    list_select_related = ("run",)
+    raw_id_fields = ("run",)
+
+
+@admin.register(AccuracyScore)
+class AccuracyScoreAdmin(admin.ModelAdmin):
+    list_display = ("run", "name", "score_pct", "samples", "ci_low_pct", "ci_high_pct")
+    list_select_related = ("run",)
+    raw_id_fields = ("run",)

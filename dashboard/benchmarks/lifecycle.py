@@ -21,9 +21,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from dashboard import dispatch
+from dashboard.benchmarks.capacity import accuracy_store, suite_capacity_recompute
 from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Commit, Run, Runner, RunStatus, Suite
 from dashboard.benchmarks.services import run_results_store
-from dashboard.capacity.services import accuracy_store, accuracy_tolerance_apply, suite_capacity_recompute
 from runners.accuracy import AccuracyResult
 from runners.guidellm_report import GuidellmReport
 from runners.suites import SuiteSpec
@@ -77,7 +77,7 @@ def suite_spec(*, suite: Suite) -> SuiteSpec:
 
 def suite_upsert(*, spec: SuiteSpec) -> tuple[Suite, bool]:
     """Store a suite description (from runners/suites/*.yaml) as its row; True when created. Changed
-    objectives re-derive the capacity of every stored run; the accuracy tolerance becomes detection's."""
+    objectives re-derive the capacity of every stored run."""
     data = spec.model_dump(mode="json")
     previous = Suite.objects.filter(name=spec.name).values_list("benchmark_settings", flat=True).first()
     suite, created = Suite.objects.update_or_create(
@@ -97,7 +97,6 @@ def suite_upsert(*, spec: SuiteSpec) -> tuple[Suite, bool]:
     )
     if previous is not None and previous.get("objectives", []) != data["benchmark"]["objectives"]:
         suite_capacity_recompute(suite=suite)
-    accuracy_tolerance_apply(suite=suite, accuracy=spec.benchmark.accuracy)
     return suite, created
 
 

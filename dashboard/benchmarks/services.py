@@ -12,8 +12,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard import dispatch
+from dashboard.benchmarks.capacity import load_curve_store
 from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, RunStatus, Series, Suite
-from dashboard.capacity.services import load_curve_store
 from runners.guidellm_report import GuidellmReport, ReportInvalid, report_parse
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")

@@ -17,9 +17,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.benchmarks import selectors as benchmark_selectors
+from dashboard.benchmarks.capacity_selectors import commit_load_curve
 from dashboard.benchmarks.compare import compare_markdown
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
-from dashboard.capacity.selectors import commit_load_curve
 from dashboard.github import selectors
 from dashboard.github.figures import pull_request_figure as pull_request_figure_build
 from dashboard.github.services import WEBHOOK_EVENTS, WebhookPayloadInvalid, webhook_delivery_handle

@@ -326,7 +326,21 @@ def series_lock() -> QuerySet[Series]:
 
 
 def _thresholds(suite_id: int) -> list[DetectionSetting]:
-    return list(DetectionSetting.objects.filter(Q(suite_id=suite_id) | Q(suite__isnull=True)))
+    """The detection settings of a suite: its rows and the every-suite rows, then what the suite file
+    declares (an accuracy task's tolerance), which a row of the same prefix overrides."""
+    rows = list(DetectionSetting.objects.filter(Q(suite_id=suite_id) | Q(suite__isnull=True)))
+    settings = Suite.objects.filter(pk=suite_id).values_list("benchmark_settings", flat=True).first()
+    accuracy = (settings or {}).get("accuracy")
+    if accuracy and accuracy.get("tolerance"):
+        # Unsaved, and after the rows: threshold_resolve keeps the first of equally specific settings.
+        rows.append(
+            DetectionSetting(
+                suite_id=suite_id,
+                metric_prefix=f"accuracy_{accuracy['name']}",
+                min_relative_change=float(accuracy["tolerance"]),
+            )
+        )
+    return rows
 
 
 def series_detect(*, series_ids: Sequence[int], commit_id: int | None = None) -> DetectionOutcome:

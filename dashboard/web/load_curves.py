@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from dashboard.capacity.selectors import CommitCurve
+from dashboard.benchmarks.capacity_selectors import CommitCurve
 from dashboard.web.figures import MUTED, chart_layout
 from dashboard.web.metrics import metric_display
 

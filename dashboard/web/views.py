@@ -12,11 +12,10 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from dashboard.benchmarks import selectors
-from dashboard.benchmarks.models import Suite
+from dashboard.benchmarks.capacity import CAPACITY_METRICS
+from dashboard.benchmarks.capacity_selectors import commit_accuracy_scores, commit_load_curves
+from dashboard.benchmarks.models import WHOLE_RUN, Suite
 from dashboard.benchmarks.selectors import HardwareFacet
-from dashboard.capacity.models import WHOLE_RUN
-from dashboard.capacity.selectors import commit_accuracy_scores, commit_load_curves
-from dashboard.capacity.services import CAPACITY_METRICS
 from dashboard.github.selectors import tracking_issues_active
 from dashboard.github.timeline import tracking_toggles
 from dashboard.web.figures import CommitUrl, concurrency_color

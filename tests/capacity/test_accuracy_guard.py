@@ -4,10 +4,9 @@ from typing import cast
 
 import pytest
 
+from dashboard.benchmarks.capacity import accuracy_store
 from dashboard.benchmarks.lifecycle import suite_upsert
-from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Suite
-from dashboard.capacity.models import WHOLE_RUN, AccuracyScore
-from dashboard.capacity.services import accuracy_store
+from dashboard.benchmarks.models import WHOLE_RUN, AccuracyScore, Commit, Measurement, Run, RunStatus, Suite
 from dashboard.regressions.models import Alert, AlertGroup, DetectionSetting, GroupKind
 from dashboard.regressions.services import suite_detect_history
 from runners.accuracy import accuracy_result
@@ -44,6 +43,12 @@ def _wobble(level: float, index: int, spread: float) -> float:
     return level + spread * (((index * 7919) % 101 - 50) / 50.0)
 
 
+# DCP 8 at 96.97 %, then a change that loses two points (a 2 % relative drop, the tolerance is 1 %).
+TWO_POINTS_LOST = [_wobble(96.97, i, 0.15) for i in range(30)] + [
+    _wobble(94.9, i, 0.15) for i in range(30, 60)
+]
+
+
 def test_a_score_is_stored_as_a_whole_run_metric_with_its_samples_and_interval():
     suite = _dcp_suite()
     run = cast(Run, RunFactory(suite=suite, hardware_class="b300"))
@@ -58,18 +63,9 @@ def test_a_score_is_stored_as_a_whole_run_metric_with_its_samples_and_interval()
     assert score.ci_low_pct < 96.97 < score.ci_high_pct
 
 
-def test_the_suite_tolerance_becomes_the_detection_setting_of_its_accuracy_metric():
-    suite = _dcp_suite()
-
-    setting = DetectionSetting.objects.get(suite=suite, metric_prefix="accuracy_gsm8k")
-    assert setting.min_relative_change == 0.01 and setting.enabled
-
-
 def test_an_accuracy_drop_beyond_tolerance_raises_a_regression_group():
     suite = _dcp_suite()
-    # DCP 8 at 96.97 %, then a change that loses two points.
-    scores = [_wobble(96.97, i, 0.15) for i in range(30)] + [_wobble(94.9, i, 0.15) for i in range(30, 60)]
-    commits = _history(suite, scores)
+    commits = _history(suite, TWO_POINTS_LOST)
 
     suite_detect_history(suite_name=suite.name)
 
@@ -77,6 +73,16 @@ def test_an_accuracy_drop_beyond_tolerance_raises_a_regression_group():
     assert group.kind == GroupKind.REGRESSION
     assert (group.base_commit, group.head_commit) == (commits[29], commits[30])
     assert Alert.objects.get().series.metric == "accuracy_gsm8k"
+
+
+def test_a_detection_setting_of_the_suite_overrides_its_declared_tolerance():
+    suite = _dcp_suite()
+    DetectionSetting.objects.create(suite=suite, metric_prefix="accuracy_gsm8k", min_relative_change=0.05)
+    _history(suite, TWO_POINTS_LOST)
+
+    suite_detect_history(suite_name=suite.name)
+
+    assert not AlertGroup.objects.exists()
 
 
 def test_a_drop_within_tolerance_raises_nothing():

@@ -6,7 +6,7 @@ import re
 import pytest
 from django.test import Client
 
-from dashboard.capacity.services import accuracy_store
+from dashboard.benchmarks.capacity import accuracy_store
 from runners.accuracy import accuracy_result
 from tests.capacity.conftest import CONCURRENT_REPORT
 

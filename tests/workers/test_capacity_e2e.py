@@ -12,9 +12,17 @@ import pytest
 from django.test import Client
 
 from dashboard.benchmarks import lifecycle
-from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Suite
-from dashboard.capacity.models import WHOLE_RUN, AccuracyScore, LoadLevel
-from dashboard.capacity.selectors import commit_load_curve
+from dashboard.benchmarks.capacity_selectors import commit_load_curve
+from dashboard.benchmarks.models import (
+    WHOLE_RUN,
+    AccuracyScore,
+    Commit,
+    LoadLevel,
+    Measurement,
+    Run,
+    RunStatus,
+    Suite,
+)
 from runners.suites import SuiteSpec, suite_get
 from tests.factories import CommitFactory
 from tests.workers.conftest import wait_for

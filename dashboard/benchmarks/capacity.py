@@ -11,13 +11,20 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from dashboard.benchmarks.models import Measurement, Run, RunStatus, Series, Suite
-from dashboard.capacity.models import WHOLE_RUN, AccuracyScore, LoadLevel
-from dashboard.regressions.models import DetectionSetting
+from dashboard.benchmarks.models import (
+    WHOLE_RUN,
+    AccuracyScore,
+    LoadLevel,
+    Measurement,
+    Run,
+    RunStatus,
+    Series,
+    Suite,
+)
 from runners.accuracy import AccuracyResult
 from runners.capacity import Capacity, CurvePoint, capacity_derive
 from runners.guidellm_report import GuidellmReport
-from runners.suites import AccuracySpec, ObjectiveSpec
+from runners.suites import ObjectiveSpec
 
 CAPACITY_METRICS: tuple[str, ...] = ("capacity_req_s", "capacity_output_tok_s", "goodput_at_capacity_req_s")
 
@@ -114,14 +121,3 @@ def suite_capacity_recompute(*, suite: Suite) -> int:
             run_capacity_store(run=run, objectives=objectives)
             count += 1
     return count
-
-
-def accuracy_tolerance_apply(*, suite: Suite, accuracy: AccuracySpec | None) -> None:
-    """Detection of the suite's accuracy metric alerts on a relative drop larger than its tolerance."""
-    if accuracy is None:
-        return
-    DetectionSetting.objects.update_or_create(
-        suite=suite,
-        metric_prefix=accuracy.metric,
-        defaults={"min_relative_change": accuracy.tolerance, "enabled": True},
-    )

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 
 from django.db.models import Prefetch
 
-from dashboard.benchmarks.models import Commit, Run, RunQuerySet, RunStatus, Suite
-from dashboard.capacity.models import AccuracyScore, LoadLevel
-from dashboard.capacity.services import curve_points, suite_objectives
+from dashboard.benchmarks.capacity import curve_points, suite_objectives
+from dashboard.benchmarks.models import AccuracyScore, Commit, LoadLevel, Run, RunQuerySet, RunStatus, Suite
 from runners.capacity import Capacity, CurvePoint, capacity_derive
 from runners.suites import ObjectiveSpec
 

@@ -1,6 +1,0 @@
-from django.apps import AppConfig
-
-
-class CapacityConfig(AppConfig):
-    name = "dashboard.capacity"
-    label = "capacity"
