@@ -17,7 +17,7 @@ _stop = threading.Event()
 def _beat(*, name: str, hardware_class: str) -> None:
     from django.db import DatabaseError, connection
 
-    from dashboard.benchmarks.lifecycle import runner_register
+    from dashboard.benchmarks.runs import runner_register
     from runners.fingerprint import environment_fingerprint
 
     environment = environment_fingerprint()

@@ -41,7 +41,7 @@ RETRY_POLICY: RetryPolicy = {
 @shared_task(name=dispatch.BENCHMARK_RUN, acks_late=False, ignore_result=True)
 def benchmark_run(run_id: int) -> str | None:
     """Benchmark one run on this node. Acknowledged on receipt: a redelivery finds the run claimed."""
-    from dashboard.benchmarks.lifecycle import run_execute
+    from dashboard.benchmarks.execution import run_execute
 
     status = run_execute(
         run_id=run_id,
@@ -61,8 +61,8 @@ def benchmark_run(run_id: int) -> str | None:
 )
 def runs_requeue_expired() -> list[int]:
     """Requeue runs whose runner died, and resend messages the broker may have lost."""
-    from dashboard.benchmarks.lifecycle import runs_redispatch_stale
-    from dashboard.benchmarks.lifecycle import runs_requeue_expired as requeue
+    from dashboard.benchmarks.runs import runs_redispatch_stale
+    from dashboard.benchmarks.runs import runs_requeue_expired as requeue
 
     return requeue() + runs_redispatch_stale()
 
@@ -76,7 +76,7 @@ def runs_requeue_expired() -> list[int]:
     **RETRY_POLICY,
 )
 def runs_schedule() -> list[int]:
-    from dashboard.benchmarks.lifecycle import runs_schedule_all
+    from dashboard.benchmarks.scheduling import runs_schedule_all
 
     return [run.pk for run in runs_schedule_all()]
 
@@ -94,7 +94,7 @@ def runs_schedule() -> list[int]:
 )
 def github_commits_sync() -> int:
     """Sync main's history (mirror or REST, as configured); return how many commits were new."""
-    from dashboard.github.services import commits_sync
+    from dashboard.github.commits import commits_sync
 
     return commits_sync().commits_new
 
@@ -108,7 +108,8 @@ def github_commits_sync() -> int:
 )
 def github_tracking_issues_sync() -> list[int]:
     """Re-read every active tracking issue; failures are recorded on each issue's page."""
-    from dashboard.github.services import github_client, tracking_issues_sync
+    from dashboard.github.commits import github_client
+    from dashboard.github.tracking_issues import tracking_issues_sync
 
     return [outcome.tracking_issue_id for outcome in tracking_issues_sync(client=github_client())]
 
@@ -122,7 +123,8 @@ def github_tracking_issues_sync() -> list[int]:
 )
 def github_tracking_issue_sync(tracking_issue_id: int) -> int:
     """Re-read one tracking issue (a webhook said it changed); return how many PRs it lists."""
-    from dashboard.github.services import github_client, tracking_issue_sync
+    from dashboard.github.commits import github_client
+    from dashboard.github.tracking_issues import tracking_issue_sync
 
     return tracking_issue_sync(tracking_issue_id=tracking_issue_id, client=github_client()).pulls
 
@@ -136,7 +138,8 @@ def github_tracking_issue_sync(tracking_issue_id: int) -> int:
 )
 def github_pull_request_record(repo: str, pull: dict[str, object]) -> int | None:
     """Store a listed PR's state from a pull_request webhook (its REST-shaped `pull_request` object)."""
-    from dashboard.github.services import pull_info_from_payload, pull_request_record
+    from dashboard.github.pulls import pull_request_record
+    from dashboard.github.webhook import pull_info_from_payload
 
     recorded = pull_request_record(repo=repo, info=pull_info_from_payload(pull=pull))
     return recorded.pk if recorded else None
@@ -152,7 +155,7 @@ def github_pull_request_record(repo: str, pull: dict[str, object]) -> int | None
 )
 def detect_series(run_id: int) -> int:
     """Look for changes in every series run `run_id` touched; idempotent, so a redelivery is harmless."""
-    from dashboard.regressions.services import run_detect
+    from dashboard.regressions.alerts import run_detect
 
     return run_detect(run_id=run_id).alerts_created
 
@@ -167,7 +170,7 @@ def detect_series(run_id: int) -> int:
 )
 def detect_recent() -> int:
     """Catch up on runs whose detection message was lost: trailing windows of recently run series."""
-    from dashboard.regressions.services import runs_detect_recent
+    from dashboard.regressions.alerts import runs_detect_recent
 
     return runs_detect_recent(since=timezone.now() - timedelta(hours=1)).alerts_created
 

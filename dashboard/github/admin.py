@@ -7,6 +7,7 @@ from django.contrib.admin.options import InlineModelAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from dashboard.github.commits import github_client
 from dashboard.github.models import (
     CommitRevert,
     CommitSyncState,
@@ -15,7 +16,7 @@ from dashboard.github.models import (
     TrackingIssue,
     TrackingIssueItem,
 )
-from dashboard.github.services import github_client, tracking_issue_sync
+from dashboard.github.tracking_issues import tracking_issue_sync
 
 
 class TrackingIssueItemInline(admin.TabularInline):

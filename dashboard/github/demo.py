@@ -12,9 +12,9 @@ from dashboard.benchmarks.demo import OPEN_TRACKING_PR, TRACKING_PRS
 from dashboard.benchmarks.models import Commit
 from dashboard.benchmarks.services import repository_default
 from dashboard.github.models import CommitRevert, PullRequest, PullRequestState, Tag
-from dashboard.github.services import tracking_issue_add, tracking_issue_items_apply
 from dashboard.github.subjects import subject_reverted_pr
 from dashboard.github.tracking import tracking_issue_parse
+from dashboard.github.tracking_issues import tracking_issue_add, tracking_issue_items_apply
 
 DEMO_ISSUE_NUMBER = 50587
 DEMO_ISSUE_TITLE = "[RFC][Tracking]: Kimi K3 Performance Optimization"

@@ -1,4 +1,4 @@
-"""Reads: timeline markers, what each PR of a tracking issue changed, and two commits side by side."""
+"""Reads: timeline markers, what each PR of a tracking issue changed, PR and tracking issue pages."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Literal
 
 from django.db.models import Prefetch
 
-from dashboard.benchmarks.compare import CompareRow, change_pct, compare_rows
+from dashboard.benchmarks.compare import change_pct
+from dashboard.benchmarks.comparison import samples_mean
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     Commit,
@@ -21,7 +22,6 @@ from dashboard.benchmarks.models import (
     Suite,
     metric_higher_is_better,
 )
-from dashboard.benchmarks.selectors import commit_get
 from dashboard.benchmarks.services import repository_default
 from dashboard.github.models import (
     CommitRevert,
@@ -35,10 +35,9 @@ from dashboard.github.models import (
 
 # Commits of this class cannot change serving performance, so they do not make a PR's range ambiguous.
 _INERT_CHANGE_CLASS = "docs_tests_ci"
+
+
 OTHER_PULLS_LISTED = 8
-
-
-# --- Timeline markers -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -165,9 +164,6 @@ def tracking_issues_active() -> list[TrackingIssue]:
         .select_related("repository")
         .order_by("repository__full_name", "number")
     )
-
-
-# --- What each PR changed -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -333,11 +329,6 @@ def _pull_key(pull: PullRequest) -> int:
     return pull.pk if pull.pk is not None else -pull.number
 
 
-def _mean(samples: Iterable[float]) -> float:
-    samples = list(samples)
-    return sum(samples) / len(samples)
-
-
 def _level_impacts(
     *, before: dict[tuple[int, str], list[float]], after: dict[tuple[int, str], list[float]]
 ) -> tuple[LevelImpact, ...]:
@@ -348,8 +339,8 @@ def _level_impacts(
             changes=tuple(
                 metric_change(
                     metric=metric,
-                    before=_mean(before[(concurrency, metric)]),
-                    after=_mean(after[(concurrency, metric)]),
+                    before=samples_mean(before[(concurrency, metric)]),
+                    after=samples_mean(after[(concurrency, metric)]),
                 )
                 if (concurrency, metric) in before and (concurrency, metric) in after
                 else None
@@ -478,9 +469,6 @@ def tracking_issues_list() -> list[tuple[TrackingIssue, int, int]]:
     ]
 
 
-# --- One PR ---------------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class PullDetail:
     pull: PullRequest
@@ -557,76 +545,3 @@ def release_tags() -> list[Tag]:
 
 def commit_sync_state(*, repository: Repository | None = None) -> CommitSyncState | None:
     return CommitSyncState.objects.filter(repository=repository or repository_default()).first()
-
-
-# --- Compare --------------------------------------------------------------------------------------------
-
-
-# The columns of DESIGN.md's table first (throughput, mean latency, mean TTFT), then ITL and TPOT.
-_DESIGN_COLUMNS = ("output_throughput_tok_s", "latency_s_mean", "ttft_ms_mean")
-COMPARE_METRICS: tuple[str, ...] = _DESIGN_COLUMNS + tuple(
-    m for m in HEADLINE_METRICS if m not in _DESIGN_COLUMNS
-)
-
-
-class ComparisonInvalid(ValueError):
-    """The comparison cannot be made (unknown suite or commit, nothing measured); the message says why."""
-
-
-@dataclass(frozen=True)
-class Comparison:
-    suite: Suite
-    hardware_class: str
-    base: Commit
-    head: Commit
-    rows: tuple[CompareRow, ...]
-
-
-def commit_resolve(*, ref: str) -> Commit:
-    """A release tag's commit, or a commit by full sha or unique prefix."""
-    ref = ref.strip()
-    if not ref:
-        raise ComparisonInvalid("a commit sha or a tag is needed on both sides")
-    tag = Tag.objects.select_related("commit__repository").filter(name=ref, commit__isnull=False).first()
-    if tag is not None and tag.commit is not None:
-        return tag.commit
-    commit = commit_get(sha=ref)
-    if commit is None:
-        raise ComparisonInvalid(
-            f"{ref!r} is neither a known tag nor a known commit (or its prefix is ambiguous)"
-        )
-    return commit
-
-
-def commit_suite_values(*, commit: Commit, suite: Suite, hardware_class: str) -> dict[tuple[int, str], float]:
-    """Headline values of ``suite`` on ``hardware_class`` at ``commit``, repeated runs averaged."""
-    samples: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for concurrency, metric, value in Measurement.objects.filter(
-        commit=commit,
-        run__status=RunStatus.SUCCEEDED,
-        series__suite=suite,
-        series__hardware_class=hardware_class,
-        series__metric__in=HEADLINE_METRICS,
-    ).values_list("series__concurrency", "series__metric", "value"):
-        samples[(concurrency, metric)].append(value)
-    return {key: _mean(found) for key, found in samples.items()}
-
-
-def comparison_get(
-    *, base_ref: str, head_ref: str, suite_name: str, hardware_class: str | None
-) -> Comparison:
-    """``suite`` at ``base_ref`` against ``head_ref`` (tags or shas), per concurrency and headline metric."""
-    suite = Suite.objects.filter(name=suite_name).first()
-    if suite is None:
-        raise ComparisonInvalid(f"no suite named {suite_name!r}")
-    hardware_class = hardware_class or suite.hardware_class
-    base, head = commit_resolve(ref=base_ref), commit_resolve(ref=head_ref)
-    sides = {}
-    for side, commit in (("base", base), ("head", head)):
-        sides[side] = commit_suite_values(commit=commit, suite=suite, hardware_class=hardware_class)
-        if not sides[side]:
-            raise ComparisonInvalid(
-                f"{commit.short_sha} ({side}) has no succeeded run of {suite.name} on {hardware_class}"
-            )
-    rows = compare_rows(base=sides["base"], head=sides["head"], metrics=COMPARE_METRICS)
-    return Comparison(suite=suite, hardware_class=hardware_class, base=base, head=head, rows=tuple(rows))

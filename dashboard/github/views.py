@@ -19,13 +19,14 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.benchmarks import selectors as benchmark_selectors
 from dashboard.benchmarks.capacity_selectors import commit_load_curve
 from dashboard.benchmarks.compare import compare_markdown
+from dashboard.benchmarks.comparison import Comparison, ComparisonInvalid, comparison_get
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
 from dashboard.github import selectors
 from dashboard.github.figures import pull_request_figure as pull_request_figure_build
-from dashboard.github.services import WEBHOOK_EVENTS, WebhookPayloadInvalid, webhook_delivery_handle
 from dashboard.github.signatures import signature_verify
 from dashboard.github.tables import compare_table, impact_rows, impact_sort_parse, metric_columns
 from dashboard.github.timeline import tracking_query_pairs, tracking_selection_parse
+from dashboard.github.webhook import WEBHOOK_EVENTS, WebhookPayloadInvalid, webhook_delivery_handle
 from dashboard.web.load_curves import LoadCurveSection, load_curve_section
 from dashboard.web.metrics import metric_display
 from dashboard.web.tables import HEADLINE_DISPLAYS
@@ -163,7 +164,7 @@ def pull_request_figure(request: HttpRequest, number: int, suite: str, metric: s
     return HttpResponse(plotly.io.to_json(figure), content_type="application/json")
 
 
-def _compare_load_curves(*, comparison: selectors.Comparison) -> list[LoadCurveSection]:
+def _compare_load_curves(*, comparison: Comparison) -> list[LoadCurveSection]:
     """Both commits' load curves of the compared suite on one set of charts, when they have curves."""
     curves = [
         (commit.short_sha, curve)
@@ -197,10 +198,10 @@ def compare(request: HttpRequest) -> HttpResponse:
     status = 200
     if base_ref and head_ref:
         try:
-            comparison = selectors.comparison_get(
+            comparison = comparison_get(
                 base_ref=base_ref, head_ref=head_ref, suite_name=suite_name, hardware_class=hardware or None
             )
-        except selectors.ComparisonInvalid as error:
+        except ComparisonInvalid as error:
             context["error"], status = str(error), 400
         else:
             columns, levels = compare_table(rows=comparison.rows)

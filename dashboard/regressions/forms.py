@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 
 from dashboard.regressions.models import Alert, GroupKind, TriageStatus
 from dashboard.regressions.selectors import AlertFilters
-from dashboard.regressions.services import TriageChange
+from dashboard.regressions.triage import TriageChange
 
 SORTS = (("date", "newest range first"), ("size", "largest change first"))
 

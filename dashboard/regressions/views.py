@@ -20,7 +20,7 @@ from dashboard.regressions.figures import alert_figure
 from dashboard.regressions.forms import AlertFilterForm, GroupTriageForm
 from dashboard.regressions.models import Alert, GroupKind, TriageStatus
 from dashboard.regressions.notifications import notification_retry
-from dashboard.regressions.services import TriageRefused, group_triage
+from dashboard.regressions.triage import TriageRefused, group_triage
 
 PAGE_SIZE = 25
 FEED_SIZE = 50

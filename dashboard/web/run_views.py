@@ -17,9 +17,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.benchmarks import lifecycle, selectors
-from dashboard.benchmarks.lifecycle import RunActionRefused
+from dashboard.benchmarks import runs as run_lifecycle
+from dashboard.benchmarks import selectors
 from dashboard.benchmarks.models import Run
+from dashboard.benchmarks.runs import RunActionRefused
 from dashboard.web.filters import FilterInvalid
 from dashboard.web.run_figures import telemetry_figure
 from dashboard.web.run_pages import (
@@ -209,14 +210,14 @@ def _staff_action(request: HttpRequest, run_id: int, action: Callable[..., Run],
 @staff_member_required
 @require_POST
 def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
-    return _staff_action(request, run_id, lifecycle.run_retry, f"Run #{run_id} is queued again.")
+    return _staff_action(request, run_id, run_lifecycle.run_retry, f"Run #{run_id} is queued again.")
 
 
 @staff_member_required
 @require_POST
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     done = f"Run #{run_id} is cancelled; a runner holding it stops at its next step."
-    return _staff_action(request, run_id, lifecycle.run_cancel, done)
+    return _staff_action(request, run_id, run_lifecycle.run_cancel, done)
 
 
 @require_GET

@@ -9,8 +9,25 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
 from dashboard import dispatch
-from dashboard.benchmarks import lifecycle
 from dashboard.benchmarks.models import Commit, Measurement, Run, Runner, RunStatus, Suite
+from dashboard.benchmarks.runs import (
+    LOG_TAIL_CHARS,
+    RunActionRefused,
+    RunNotOwned,
+    RunResult,
+    run_cancel,
+    run_claim,
+    run_complete,
+    run_enqueue,
+    run_fail,
+    run_heartbeat,
+    run_requeue_after_timeout,
+    run_retry,
+    run_stage_enter,
+    runs_redispatch_stale,
+    runs_requeue_expired,
+)
+from dashboard.benchmarks.scheduling import VersionUnknown, runs_enqueue_versions, runs_schedule
 from runners.guidellm_report import report_parse
 from tests.factories import CommitFactory, RunnerFactory, SuiteFactory
 
@@ -21,7 +38,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def queued_run(runner_queue) -> Run:
     """A queued cpu run whose message really went out to the broker (and was taken off it here)."""
     suite = cast(Suite, SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu", concurrencies=[1, 2, 4]))
-    run = lifecycle.run_enqueue(commit=cast(Commit, CommitFactory()), suite=suite)
+    run = run_enqueue(commit=cast(Commit, CommitFactory()), suite=suite)
     assert runner_queue.drain() == [(dispatch.BENCHMARK_RUN, (run.pk,))]
     return run
 
@@ -30,8 +47,8 @@ def _runner(name: str = "cpu-1") -> Runner:
     return cast(Runner, RunnerFactory(name=name, hardware_class="cpu"))
 
 
-def _result(raw: bytes) -> lifecycle.RunResult:
-    return lifecycle.RunResult(
+def _result(raw: bytes) -> RunResult:
+    return RunResult(
         raw_report=raw,
         report=report_parse(raw=raw),
         environment={"host": "test"},
@@ -44,8 +61,8 @@ def _result(raw: bytes) -> lifecycle.RunResult:
 
 
 def test_a_run_is_claimed_once_even_when_delivered_twice(queued_run) -> None:
-    first = lifecycle.run_claim(run_id=queued_run.pk, runner=_runner("cpu-1"))
-    second = lifecycle.run_claim(run_id=queued_run.pk, runner=_runner("cpu-2"))
+    first = run_claim(run_id=queued_run.pk, runner=_runner("cpu-1"))
+    second = run_claim(run_id=queued_run.pk, runner=_runner("cpu-2"))
     assert first is not None and first.status == RunStatus.INSTALLING and first.attempt == 1
     assert second is None
     assert Run.objects.get(pk=queued_run.pk).runner == Runner.objects.get(name="cpu-1")
@@ -53,9 +70,9 @@ def test_a_run_is_claimed_once_even_when_delivered_twice(queued_run) -> None:
 
 def test_stages_record_their_durations(queued_run) -> None:
     runner = _runner()
-    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
-    lifecycle.run_stage_enter(run_id=queued_run.pk, runner=runner, stage=RunStatus.STARTING_SERVER)
-    lifecycle.run_stage_enter(run_id=queued_run.pk, runner=runner, stage=RunStatus.BENCHMARKING)
+    run_claim(run_id=queued_run.pk, runner=runner)
+    run_stage_enter(run_id=queued_run.pk, runner=runner, stage=RunStatus.STARTING_SERVER)
+    run_stage_enter(run_id=queued_run.pk, runner=runner, stage=RunStatus.BENCHMARKING)
     run = Run.objects.get(pk=queued_run.pk)
     assert run.status == RunStatus.BENCHMARKING
     assert set(run.stage_durations) == {"installing", "starting_server"}
@@ -65,27 +82,27 @@ def test_results_are_stored_once_and_detection_is_asked_for(
     queued_run, vllm_cpu_report, control_queue
 ) -> None:
     runner = _runner()
-    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
-    lifecycle.run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
+    run_claim(run_id=queued_run.pk, runner=runner)
+    run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
     assert control_queue.drain() == [(dispatch.RUN_DETECT, (queued_run.pk,))]
-    with pytest.raises(lifecycle.RunNotOwned):
-        lifecycle.run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
+    with pytest.raises(RunNotOwned):
+        run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
     assert control_queue.drain() == []
     run = Run.objects.get(pk=queued_run.pk)
     assert run.status == RunStatus.SUCCEEDED
     assert run.report_sha256 == hashlib.sha256(vllm_cpu_report).hexdigest()
     assert Measurement.objects.filter(run=run).count() == 3 * 21
-    assert len(run.logs["server"]) == lifecycle.LOG_TAIL_CHARS
+    assert len(run.logs["server"]) == LOG_TAIL_CHARS
 
 
 def test_cancelled_run_stops_its_heartbeat_and_discards_results(queued_run, vllm_cpu_report) -> None:
     runner = _runner()
-    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
-    lifecycle.run_cancel(run_id=queued_run.pk, user=AnonymousUser())
-    with pytest.raises(lifecycle.RunNotOwned):
-        lifecycle.run_heartbeat(run_id=queued_run.pk, runner=runner)
-    with pytest.raises(lifecycle.RunNotOwned):
-        lifecycle.run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
+    run_claim(run_id=queued_run.pk, runner=runner)
+    run_cancel(run_id=queued_run.pk, user=AnonymousUser())
+    with pytest.raises(RunNotOwned):
+        run_heartbeat(run_id=queued_run.pk, runner=runner)
+    with pytest.raises(RunNotOwned):
+        run_complete(run_id=queued_run.pk, runner=runner, result=_result(vllm_cpu_report))
     assert Measurement.objects.count() == 0
     assert Run.objects.get(pk=queued_run.pk).status == RunStatus.CANCELLED
 
@@ -93,9 +110,9 @@ def test_cancelled_run_stops_its_heartbeat_and_discards_results(queued_run, vllm
 def test_expired_lease_requeues_then_gives_up_after_max_attempts(queued_run) -> None:
     runner = _runner()
     for attempt in range(1, 4):
-        assert lifecycle.run_claim(run_id=queued_run.pk, runner=runner) is not None
+        assert run_claim(run_id=queued_run.pk, runner=runner) is not None
         Run.objects.filter(pk=queued_run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-        requeued = lifecycle.runs_requeue_expired()
+        requeued = runs_requeue_expired()
         run = Run.objects.get(pk=queued_run.pk)
         if attempt < 3:
             assert requeued == [queued_run.pk]
@@ -107,15 +124,15 @@ def test_expired_lease_requeues_then_gives_up_after_max_attempts(queued_run) -> 
 
 def test_live_lease_is_not_requeued(queued_run) -> None:
     runner = _runner()
-    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
-    lifecycle.run_heartbeat(run_id=queued_run.pk, runner=runner)
-    assert lifecycle.runs_requeue_expired() == []
+    run_claim(run_id=queued_run.pk, runner=runner)
+    run_heartbeat(run_id=queued_run.pk, runner=runner)
+    assert runs_requeue_expired() == []
 
 
 def test_failed_run_keeps_a_one_line_reason_and_can_be_retried(queued_run) -> None:
     runner = _runner()
-    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
-    lifecycle.run_fail(
+    run_claim(run_id=queued_run.pk, runner=runner)
+    run_fail(
         run_id=queued_run.pk,
         runner=runner,
         reason="starting_server: exited\nwith code 1",
@@ -127,10 +144,10 @@ def test_failed_run_keeps_a_one_line_reason_and_can_be_retried(queued_run) -> No
         "starting_server: exited with code 1",
         {"server": "boom"},
     )
-    retried = lifecycle.run_retry(run_id=run.pk, user=AnonymousUser())
+    retried = run_retry(run_id=run.pk, user=AnonymousUser())
     assert (retried.status, retried.attempt) == (RunStatus.QUEUED, 0)
-    with pytest.raises(lifecycle.RunActionRefused):
-        lifecycle.run_retry(run_id=run.pk, user=AnonymousUser())
+    with pytest.raises(RunActionRefused):
+        run_retry(run_id=run.pk, user=AnonymousUser())
 
 
 def test_scheduler_takes_newest_commits_first_skips_docs_only_and_never_repeats(runner_queue) -> None:
@@ -141,13 +158,13 @@ def test_scheduler_takes_newest_commits_first_skips_docs_only_and_never_repeats(
     commits = [cast(Commit, CommitFactory(position=i, change_class="python")) for i in range(6)]
     Commit.objects.filter(pk=commits[5].pk).update(change_class="docs_tests_ci")
 
-    first = lifecycle.runs_schedule(suite=suite, queue_depth=2)
+    first = runs_schedule(suite=suite, queue_depth=2)
     assert [run.commit.position for run in first] == [4, 3]
     assert runner_queue.drain() == [(dispatch.BENCHMARK_RUN, (run.pk,)) for run in first]
-    assert lifecycle.runs_schedule(suite=suite, queue_depth=2) == []  # the queue is full
+    assert runs_schedule(suite=suite, queue_depth=2) == []  # the queue is full
 
     Run.objects.filter(pk__in=[run.pk for run in first]).update(status=RunStatus.SUCCEEDED)
-    second = lifecycle.runs_schedule(suite=suite, queue_depth=2)
+    second = runs_schedule(suite=suite, queue_depth=2)
     assert [run.commit.position for run in second] == [2, 1]
 
 
@@ -162,7 +179,7 @@ def test_scheduler_respects_the_oldest_supported_commit(runner_queue) -> None:
             oldest_supported_commit=commits[3].sha[:12],
         ),
     )
-    runs = lifecycle.runs_schedule(suite=suite, queue_depth=10)
+    runs = runs_schedule(suite=suite, queue_depth=10)
     assert sorted(run.commit.position or 0 for run in runs) == [3, 4]
 
 
@@ -179,33 +196,29 @@ def test_release_runs_attach_to_their_tag_or_a_given_commit(runner_queue) -> Non
     tagged = cast(Commit, CommitFactory())
     Tag.objects.create(repository=repository_default(), name="v0.31.0", sha=tagged.sha, commit=tagged)
 
-    runs = lifecycle.runs_enqueue_versions(
+    runs = runs_enqueue_versions(
         suite=suite, versions=["0.31.0", "0.32.0"], release_commits={"0.32.0": "ab" * 20}
     )
     assert [(run.vllm_version_requested, run.commit.sha, run.forced) for run in runs] == [
         ("0.31.0", tagged.sha, True),
         ("0.32.0", "ab" * 20, True),
     ]
-    with pytest.raises(lifecycle.VersionUnknown, match=r"no commit known for v0\.30\.0"):
-        lifecycle.runs_enqueue_versions(suite=suite, versions=["0.30.0"], release_commits={})
-    with pytest.raises(lifecycle.VersionUnknown, match="not a release version"):
-        lifecycle.runs_enqueue_versions(suite=suite, versions=["latest"], release_commits={})
+    with pytest.raises(VersionUnknown, match=r"no commit known for v0\.30\.0"):
+        runs_enqueue_versions(suite=suite, versions=["0.30.0"], release_commits={})
+    with pytest.raises(VersionUnknown, match="not a release version"):
+        runs_enqueue_versions(suite=suite, versions=["latest"], release_commits={})
 
 
 def test_a_timed_out_step_is_retried_within_the_attempt_budget(queued_run) -> None:
     runner = _runner()
     for attempt in range(1, 3):
-        lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
-        assert lifecycle.run_requeue_after_timeout(
-            run_id=queued_run.pk, runner=runner, reason="benchmarking: x"
-        )
+        run_claim(run_id=queued_run.pk, runner=runner)
+        assert run_requeue_after_timeout(run_id=queued_run.pk, runner=runner, reason="benchmarking: x")
         run = Run.objects.get(pk=queued_run.pk)
         assert (run.status, run.attempt) == (RunStatus.QUEUED, attempt)
         assert run.failure_reason == f"attempt {attempt} failed on the bench, retrying: benchmarking: x"
-    lifecycle.run_claim(run_id=queued_run.pk, runner=runner)
-    assert not lifecycle.run_requeue_after_timeout(
-        run_id=queued_run.pk, runner=runner, reason="benchmarking: x"
-    )
+    run_claim(run_id=queued_run.pk, runner=runner)
+    assert not run_requeue_after_timeout(run_id=queued_run.pk, runner=runner, reason="benchmarking: x")
     assert Run.objects.get(pk=queued_run.pk).status == RunStatus.INSTALLING  # the caller now fails it
 
 
@@ -219,8 +232,8 @@ def test_a_run_queued_long_ago_gets_its_message_again(runner_queue, settings) ->
     Run.objects.filter(pk=old.pk).update(dispatched_at=timezone.now() - timedelta(hours=2))
     Run.objects.filter(pk=recent.pk).update(dispatched_at=timezone.now() - timedelta(minutes=5))
 
-    assert lifecycle.runs_redispatch_stale() == [old.pk]
+    assert runs_redispatch_stale() == [old.pk]
     assert runner_queue.drain() == [(dispatch.BENCHMARK_RUN, (old.pk,))]
     dispatched_at = Run.objects.get(pk=old.pk).dispatched_at
     assert dispatched_at is not None and dispatched_at > timezone.now() - timedelta(minutes=1)
-    assert lifecycle.runs_redispatch_stale() == []  # not again until it is stale again
+    assert runs_redispatch_stale() == []  # not again until it is stale again

@@ -4,9 +4,9 @@ from typing import cast
 
 import pytest
 
-from dashboard.benchmarks.lifecycle import suite_upsert
 from dashboard.benchmarks.models import Run, Suite
 from dashboard.benchmarks.services import report_ingest
+from dashboard.benchmarks.suites import suite_upsert
 from runners.suites import SuiteSpec, suite_get
 
 GUIDELLM_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "guidellm"

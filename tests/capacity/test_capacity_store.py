@@ -5,8 +5,8 @@ from typing import cast
 import pytest
 
 from dashboard.benchmarks.capacity import suite_capacity_recompute
-from dashboard.benchmarks.lifecycle import suite_upsert
 from dashboard.benchmarks.models import WHOLE_RUN, LoadLevel, Measurement, Run
+from dashboard.benchmarks.suites import suite_upsert
 from runners.capacity import CurvePoint, capacity_derive
 from runners.guidellm_report import report_parse
 from runners.suites import suite_get

@@ -6,7 +6,7 @@ import pytest
 
 from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Suite
 from dashboard.github.models import PullRequest, PullRequestState, TrackingIssueItem
-from dashboard.github.services import tracking_issue_add
+from dashboard.github.tracking_issues import tracking_issue_add
 from tests.factories import CommitFactory, SuiteFactory, run_with_values
 from tests.web import test_browser as web_browser
 

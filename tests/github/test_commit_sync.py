@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 from dashboard.benchmarks.models import Commit, Repository
 from dashboard.benchmarks.services import commit_ensure
 from dashboard.github.client import GitHubClient
+from dashboard.github.commits import commits_sync_from_api, commits_sync_from_mirror
 from dashboard.github.models import CommitRevert, CommitSyncState, PullRequest, PullRequestState, Tag
-from dashboard.github.services import commits_sync_from_api, commits_sync_from_mirror
 from tests.github.recorded_github import FakeGitHubRecordedServer
 from tests.github.test_gitmirror import LocalVllmLikeRepository
 

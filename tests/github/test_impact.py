@@ -15,7 +15,7 @@ from dashboard.github.models import (
     TrackingIssueItem,
 )
 from dashboard.github.selectors import tracked_pulls_sort, tracking_issue_detail
-from dashboard.github.services import tracking_issue_add
+from dashboard.github.tracking_issues import tracking_issue_add
 from tests.factories import CommitFactory, SuiteFactory, run_with_values
 
 pytestmark = pytest.mark.django_db

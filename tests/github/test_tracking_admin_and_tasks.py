@@ -6,7 +6,7 @@ from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Repository
 from dashboard.github.models import TrackingIssue
-from dashboard.github.services import tracking_issue_add
+from dashboard.github.tracking_issues import tracking_issue_add
 from tests.github.recorded_github import FakeGitHubRecordedServer
 from tests.github.test_gitmirror import LocalVllmLikeRepository
 from workers.celery import app

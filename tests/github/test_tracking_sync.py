@@ -10,8 +10,12 @@ from django.utils import timezone
 from dashboard.benchmarks.models import Repository
 from dashboard.github.client import GitHubClient
 from dashboard.github.models import PullRequest, PullRequestState, TrackingIssue, TrackingIssueItem
-from dashboard.github.services import tracking_issue_add, tracking_issue_items_apply, tracking_issue_sync
 from dashboard.github.tracking import tracking_issue_parse
+from dashboard.github.tracking_issues import (
+    tracking_issue_add,
+    tracking_issue_items_apply,
+    tracking_issue_sync,
+)
 from tests.factories import CommitFactory
 from tests.github.recorded_github import FIXTURES, FakeGitHubRecordedServer
 

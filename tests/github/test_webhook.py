@@ -13,7 +13,7 @@ from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Repository
 from dashboard.github.models import PullRequest, PullRequestState, TrackingIssue, WebhookDelivery
-from dashboard.github.services import tracking_issue_add
+from dashboard.github.tracking_issues import tracking_issue_add
 from tests.factories import CommitFactory
 from tests.github.recorded_github import FIXTURES, FakeGitHubRecordedServer
 from tests.github.test_gitmirror import LocalVllmLikeRepository

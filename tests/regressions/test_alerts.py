@@ -7,14 +7,10 @@ from typing import cast
 import pytest
 
 from dashboard.benchmarks.models import Commit, Run
+from dashboard.regressions.alerts import run_detect, series_detect_history, suite_detect_history
 from dashboard.regressions.models import Alert, AlertGroup, AlertKind, DetectionSetting, GroupKind
 from dashboard.regressions.selectors import group_range_commits, series_window
-from dashboard.regressions.services import (
-    run_detect,
-    series_detect_history,
-    suite_detect_history,
-    threshold_resolve,
-)
+from dashboard.regressions.thresholds import threshold_resolve
 from tests.factories import CommitFactory, run_with_values
 from tests.regressions.conftest import noisy, suite_create
 

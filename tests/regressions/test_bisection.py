@@ -9,10 +9,11 @@ from typing import Any, cast
 import pytest
 from django.test import Client
 
-from dashboard.benchmarks import lifecycle
+from dashboard.benchmarks import runs
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series, Suite
+from dashboard.regressions.alerts import run_detect
+from dashboard.regressions.bisection import group_bisect
 from dashboard.regressions.models import Alert, AlertGroup, Notification
-from dashboard.regressions.services import group_bisect, run_detect
 from tests.factories import CommitFactory, run_with_values
 from tests.regressions.conftest import noisy, suite_create
 from tests.regressions.test_alerts import THROUGHPUT
@@ -35,7 +36,7 @@ class Gapped:
 def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The runs whose message would go out to a GPU node (there is none here)."""
     sent: list[int] = []
-    monkeypatch.setattr(lifecycle, "_dispatch", lambda run: sent.append(run.pk))
+    monkeypatch.setattr(runs, "_dispatch", lambda run: sent.append(run.pk))
     return sent
 
 

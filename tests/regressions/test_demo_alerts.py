@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from dashboard.benchmarks.demo import DEMO_HARDWARE, DEMO_SUITE, REGRESSION_PR, REVERT_PR, demo_load
+from dashboard.regressions.alerts import suite_detect_history
 from dashboard.regressions.models import AlertGroup, GroupKind, Notification, NotificationStatus
 from dashboard.regressions.selectors import group_range_commits
-from dashboard.regressions.services import suite_detect_history
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(300)]
 

@@ -10,9 +10,10 @@ from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Series, Suite
 from dashboard.github.models import PullRequest
+from dashboard.regressions.alert_groups import alert_upsert
+from dashboard.regressions.alerts import suite_detect_history
 from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind, TriageStatus
 from dashboard.regressions.selectors import alert_markers
-from dashboard.regressions.services import alert_upsert, suite_detect_history
 from tests.factories import CommitFactory, SeriesFactory
 from tests.regressions.conftest import suite_create
 from tests.regressions.test_alerts import THROUGHPUT, TTFT, step

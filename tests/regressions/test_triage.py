@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from dashboard.regressions.models import AlertGroup, TriageEvent, TriageStatus
-from dashboard.regressions.services import TriageChange, TriageRefused, group_triage
+from dashboard.regressions.triage import TriageChange, TriageRefused, group_triage
 from tests.regressions.conftest import suite_create
 from tests.regressions.test_alerts import TTFT
 from tests.regressions.test_pages import group_create

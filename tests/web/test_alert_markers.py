@@ -4,8 +4,8 @@ import pytest
 from django.test import Client
 
 from dashboard.benchmarks.demo import DEMO_SUITE, REGRESSION_PR, demo_load
+from dashboard.regressions.alerts import suite_detect_history
 from dashboard.regressions.models import AlertGroup
-from dashboard.regressions.services import suite_detect_history
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.benchmarks import lifecycle
+from dashboard.benchmarks import runs
 from dashboard.benchmarks.models import Run, Runner, RunStatus
 from dashboard.web import run_views
 from tests.factories import RunnerFactory
@@ -99,7 +99,7 @@ def test_runs_and_runners_pages_render_without_errors(browser, vllm_cpu_report) 
 def test_staff_retry_a_failed_run_from_its_page(browser, monkeypatch) -> None:
     # The benchmark message itself is the broker's business; here it is only recorded.
     dispatched_instead_of_broker: list[Run] = []
-    monkeypatch.setattr(lifecycle, "_dispatch", dispatched_instead_of_broker.append)
+    monkeypatch.setattr(runs, "_dispatch", dispatched_instead_of_broker.append)
     failed = _failed_run()
     # Signed in as staff through a session made by Django's test client, handed to the browser.
     signed_in = Client()

@@ -11,7 +11,6 @@ from typing import cast
 import pytest
 from django.test import Client
 
-from dashboard.benchmarks import lifecycle
 from dashboard.benchmarks.capacity_selectors import commit_load_curve
 from dashboard.benchmarks.models import (
     WHOLE_RUN,
@@ -23,6 +22,8 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Suite,
 )
+from dashboard.benchmarks.runs import run_enqueue
+from dashboard.benchmarks.suites import suite_upsert
 from runners.suites import SuiteSpec, suite_get
 from tests.factories import CommitFactory
 from tests.workers.conftest import wait_for
@@ -40,9 +41,9 @@ def test_the_sweep_suite_stores_and_draws_a_load_curve_its_capacity_and_its_accu
     start_worker, client: Client
 ) -> None:
     spec = suite_get(name="tiny-llama-cpu-sweep")
-    suite, _ = lifecycle.suite_upsert(spec=spec)
+    suite, _ = suite_upsert(spec=spec)
     start_worker(name="cpu-sweep", queue="runner.cpu", extra_env={"PERFWATCH_RUNNER_HARDWARE_CLASS": "cpu"})
-    run = lifecycle.run_enqueue(commit=cast(Commit, CommitFactory()), suite=suite, version="0.32.0")
+    run = run_enqueue(commit=cast(Commit, CommitFactory()), suite=suite, version="0.32.0")
 
     wait_for(
         lambda: Run.objects.values_list("status", flat=True).get(pk=run.pk) in ("succeeded", "failed"),
@@ -83,7 +84,7 @@ def test_the_sweep_suite_stores_and_draws_a_load_curve_its_capacity_and_its_accu
     # A changed objective changes capacity from the stored levels, without running again.
     data = spec.model_dump(mode="json")
     data["benchmark"]["objectives"] = [{"metric": "ttft_ms_p99", "max": 1_000_000}]
-    lifecycle.suite_upsert(spec=SuiteSpec.model_validate(data))
+    suite_upsert(spec=SuiteSpec.model_validate(data))
     assert Run.objects.filter(suite=suite).count() == 1
     loosened = _capacity(run)
     assert loosened == pytest.approx(max(level.metrics["request_throughput_req_s"] for level in levels))

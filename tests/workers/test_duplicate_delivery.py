@@ -4,8 +4,8 @@ from typing import cast
 
 import pytest
 
-from dashboard.benchmarks import lifecycle
 from dashboard.benchmarks.models import Commit, Run, Runner, RunStatus, Suite
+from dashboard.benchmarks.runs import run_claim
 from tests.factories import CommitFactory, RunnerFactory, SuiteFactory
 from tests.workers.conftest import wait_for
 
@@ -18,7 +18,7 @@ def test_a_redelivered_message_for_a_claimed_run_changes_nothing(start_worker, t
     suite = cast(Suite, SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu"))
     run = Run.objects.create(commit=cast(Commit, CommitFactory()), suite=suite, hardware_class="cpu")
     holder = cast(Runner, RunnerFactory(name="cpu-holder", hardware_class="cpu"))
-    claimed = lifecycle.run_claim(run_id=run.pk, runner=holder)
+    claimed = run_claim(run_id=run.pk, runner=holder)
     assert claimed is not None
     before = Run.objects.values().get(pk=run.pk)
 

@@ -11,8 +11,8 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from dashboard.benchmarks import lifecycle
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Suite
+from dashboard.benchmarks.runs import run_enqueue, runs_requeue_expired
 from tests.factories import CommitFactory
 from tests.workers.conftest import wait_for, worker_group_kill
 
@@ -33,7 +33,7 @@ def test_a_queued_run_is_benchmarked_by_a_real_worker_and_drawn_on_the_timeline(
     start_worker, tiny_suite, client: Client
 ) -> None:
     start_worker(name="cpu-e2e", queue="runner.cpu", extra_env={"PERFWATCH_RUNNER_HARDWARE_CLASS": "cpu"})
-    run = lifecycle.run_enqueue(commit=cast(Commit, CommitFactory()), suite=tiny_suite, version="0.32.0")
+    run = run_enqueue(commit=cast(Commit, CommitFactory()), suite=tiny_suite, version="0.32.0")
 
     wait_for(lambda: _status(run.pk) in ("succeeded", "failed"), timeout_s=1200, what="the run to finish")
 
@@ -67,13 +67,13 @@ def test_a_killed_worker_loses_nothing_and_duplicates_nothing(start_worker, tiny
         "PERFWATCH_HEARTBEAT_S": "3",
     }
     doomed = start_worker(name="cpu-doomed", queue="runner.cpu", extra_env=fast_lease)
-    run = lifecycle.run_enqueue(commit=cast(Commit, CommitFactory()), suite=tiny_suite, version="0.32.0")
+    run = run_enqueue(commit=cast(Commit, CommitFactory()), suite=tiny_suite, version="0.32.0")
     wait_for(lambda: _status(run.pk) == "benchmarking", timeout_s=900, what="the benchmark to start")
 
     worker_group_kill(doomed, signal.SIGKILL)  # the node dies mid-benchmark
     start_worker(name="cpu-survivor", queue="runner.cpu", extra_env=fast_lease)
     wait_for(
-        lambda: lifecycle.runs_requeue_expired() != [] or _status(run.pk) != "benchmarking",
+        lambda: runs_requeue_expired() != [] or _status(run.pk) != "benchmarking",
         timeout_s=120,
         what="the lease to expire",
         interval_s=2,

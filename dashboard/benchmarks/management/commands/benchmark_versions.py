@@ -3,8 +3,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from dashboard.benchmarks.lifecycle import VersionUnknown, runs_enqueue_versions
 from dashboard.benchmarks.models import Suite
+from dashboard.benchmarks.scheduling import VersionUnknown, runs_enqueue_versions
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.benchmarks.lifecycle import suite_upsert
+from dashboard.benchmarks.suites import suite_upsert
 from runners.errors import SuiteInvalid
 from runners.suites import SUITES_DIR, suites_load
 

@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.github.services import TrackingLabelInvalid, tracking_issue_add, tracking_label_parse
 from dashboard.github.tracking import InvalidRepositoryName
+from dashboard.github.tracking_issues import TrackingLabelInvalid, tracking_issue_add, tracking_label_parse
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.github.services import CommitSyncFailed, commits_sync
+from dashboard.github.commits import CommitSyncFailed, commits_sync
 
 
 class Command(BaseCommand):

@@ -4,12 +4,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.github.commits import github_client
 from dashboard.github.models import TrackingIssue
 from dashboard.github.selectors import tracking_issue_get
-from dashboard.github.services import (
+from dashboard.github.tracking_issues import (
     TrackingLabelInvalid,
     TrackingSyncOutcome,
-    github_client,
     tracking_issue_sync,
     tracking_label_parse,
 )

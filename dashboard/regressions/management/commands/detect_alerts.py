@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from dashboard.regressions.services import suite_detect_history
+from dashboard.regressions.alerts import suite_detect_history
 
 
 class Command(BaseCommand):

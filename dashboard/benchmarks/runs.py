@@ -1,4 +1,4 @@
-"""A run's life on a runner: enqueue, claim, heartbeat, stages, completion, failure, requeue.
+"""Writes: a run's life: enqueue, claim, heartbeat, stages, completion, failure, requeue, cancel, retry.
 
 The database is the source of truth; the broker only carries "please look at run N". Every state
 change is a conditional UPDATE, so a message delivered twice, a runner that died, or a staff member's
@@ -8,28 +8,26 @@ cancel can never produce a second benchmark or a second set of measurements.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import close_old_connections, connection, transaction
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from dashboard import dispatch
-from dashboard.benchmarks.capacity import accuracy_store, suite_capacity_recompute
+from dashboard.benchmarks.capacity import accuracy_store
 from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Commit, Run, Runner, RunStatus, Suite
 from dashboard.benchmarks.services import run_results_store
 from runners.accuracy import AccuracyResult
 from runners.guidellm_report import GuidellmReport
-from runners.suites import SuiteSpec
 from runners.text import one_line
 
 logger = logging.getLogger(__name__)
+
 
 LOG_TAIL_CHARS = 20_000
 
@@ -55,49 +53,6 @@ class RunResult:
     commands: dict[str, str]
     logs: dict[str, str]
     accuracy: AccuracyResult | None = None
-
-
-def suite_spec(*, suite: Suite) -> SuiteSpec:
-    """The runner-side description of a suite, rebuilt from its row."""
-    return SuiteSpec.model_validate(
-        {
-            "name": suite.name,
-            "description": suite.description,
-            "hardware_class": suite.hardware_class,
-            "install": suite.install_settings,
-            "serve": suite.serve_settings,
-            "benchmark": suite.benchmark_settings,
-            "timeouts": suite.timeouts,
-            "max_error_rate": suite.max_error_rate,
-            "oldest_supported_commit": suite.oldest_supported_commit or None,
-            "active": suite.is_active,
-        }
-    )
-
-
-def suite_upsert(*, spec: SuiteSpec) -> tuple[Suite, bool]:
-    """Store a suite description (from runners/suites/*.yaml) as its row; True when created. Changed
-    objectives re-derive the capacity of every stored run."""
-    data = spec.model_dump(mode="json")
-    previous = Suite.objects.filter(name=spec.name).values_list("benchmark_settings", flat=True).first()
-    suite, created = Suite.objects.update_or_create(
-        name=spec.name,
-        defaults={
-            "description": spec.description,
-            "hardware_class": spec.hardware_class,
-            "install_settings": data["install"],
-            "serve_settings": data["serve"],
-            "benchmark_settings": data["benchmark"],
-            "timeouts": data["timeouts"],
-            "concurrencies": list(spec.benchmark.concurrencies),
-            "max_error_rate": spec.max_error_rate,
-            "oldest_supported_commit": spec.oldest_supported_commit or "",
-            "is_active": spec.active,
-        },
-    )
-    if previous is not None and previous.get("objectives", []) != data["benchmark"]["objectives"]:
-        suite_capacity_recompute(suite=suite)
-    return suite, created
 
 
 def _dispatch(run: Run) -> None:
@@ -342,164 +297,6 @@ def run_retry(*, run_id: int, user: AbstractBaseUser | AnonymousUser) -> Run:
     return run
 
 
-def run_execute(*, run_id: int, runner_name: str, hardware_class: str) -> RunStatus | None:
-    """Claim run `run_id` for this node, benchmark it, and store the outcome; None if not ours to run."""
-    from dataclasses import asdict
-
-    from runners.errors import RunFailed
-    from runners.fingerprint import environment_fingerprint
-    from runners.pipeline import benchmark_execute
-
-    if not hardware_class:
-        hardware_class = (
-            Run.objects.filter(pk=run_id).values_list("hardware_class", flat=True).first() or "unknown"
-        )
-    node_environment = environment_fingerprint()
-    runner = runner_register(name=runner_name, hardware_class=hardware_class, environment=node_environment)
-    run = run_claim(run_id=run_id, runner=runner)
-    if run is None:
-        logger.info("run %s is not queued any more: nothing to do", run_id)
-        return None
-
-    def heartbeat() -> None:
-        # Runs in the pipeline's heartbeat thread, on that thread's own database connection.
-        # RunNotOwned raised here stops the benchmark: the run was cancelled or requeued.
-        try:
-            run_heartbeat(run_id=run_id, runner=runner)
-        finally:
-            connection.close()
-
-    def on_stage(stage: str) -> None:
-        run_stage_enter(run_id=run_id, runner=runner, stage=stage)
-
-    work_dir = Path(settings.PERFWATCH_WORK_DIR) / f"run-{run_id}-attempt-{run.attempt}"
-    try:
-        outcome = benchmark_execute(
-            suite=suite_spec(suite=run.suite),
-            commit_sha=run.commit.sha,
-            runner_name=runner.name,
-            work_dir=work_dir,
-            on_stage=on_stage,
-            heartbeat=heartbeat,
-            version=run.vllm_version_requested or None,
-            heartbeat_interval_s=settings.PERFWATCH_HEARTBEAT_S,
-        )
-    except RunNotOwned:
-        logger.info("run %s was cancelled or requeued: stopped", run_id)
-        return None
-    except RunFailed as error:
-        close_old_connections()
-        if error.retryable and run_requeue_after_timeout(
-            run_id=run_id, runner=runner, reason=f"{error.stage}: {error.reason}"
-        ):
-            return RunStatus.QUEUED
-        run_fail(
-            run_id=run_id,
-            runner=runner,
-            reason=f"{error.stage}: {error.reason}",
-            logs=_log_tails(work_dir) or ({error.stage: error.log_tail} if error.log_tail else {}),
-            environment=node_environment,
-        )
-        return RunStatus.FAILED
-    close_old_connections()
-    run_stage_enter(run_id=run_id, runner=runner, stage=RunStatus.STORING)
-    run_complete(
-        run_id=run_id,
-        runner=runner,
-        result=RunResult(
-            raw_report=outcome.raw_report,
-            report=outcome.report,
-            environment={**outcome.fingerprint, "warnings": list(outcome.warnings)},
-            vllm_version=outcome.vllm_version,
-            telemetry=[asdict(sample) for sample in outcome.telemetry],
-            server_metrics={
-                "before": dict(outcome.metrics_before),
-                "after": dict(outcome.metrics_after),
-                "delta": outcome.metrics_delta,
-            },
-            commands={name: "\n".join(lines) for name, lines in outcome.commands.items() if lines},
-            logs=_log_tails(work_dir),
-            accuracy=outcome.accuracy,
-        ),
-    )
-    return RunStatus.SUCCEEDED
-
-
-def _log_tails(work_dir: Path) -> dict[str, str]:
-    """The end of each step's log file in a run's work directory."""
-    tails = {}
-    for name in ("install", "server", "guidellm", "accuracy"):
-        path = work_dir / f"{name}.log"
-        if path.exists():
-            with path.open("rb") as handle:
-                handle.seek(max(0, path.stat().st_size - LOG_TAIL_CHARS))
-                tails[name] = handle.read().decode("utf-8", "replace")
-    return tails
-
-
-def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_depth: int = 2) -> list[Run]:
-    """Queue the newest commits of main that `suite` has not benchmarked, keeping its queue short.
-
-    Newest first, because a node cannot run every commit: what matters is how main is doing now, and
-    a change found later is bisected. Commits touching only docs, tests or CI are skipped, and a
-    commit never runs twice for a suite unless someone asks (a forced run).
-    """
-    hardware_class = hardware_class or suite.hardware_class
-    waiting = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.QUEUED).count()
-    free = max(0, queue_depth - waiting)
-    if not free:
-        return []
-    candidates = Commit.objects.filter(position__isnull=False).exclude(change_class="docs_tests_ci")
-    if suite.oldest_supported_commit:
-        oldest = (
-            Commit.objects.filter(sha__startswith=suite.oldest_supported_commit.lower())
-            .values_list("position", flat=True)
-            .first()
-        )
-        if oldest is not None:
-            candidates = candidates.filter(position__gte=oldest)
-    already = Run.objects.filter(suite=suite, hardware_class=hardware_class).values("commit_id")
-    commits = list(candidates.exclude(pk__in=already).order_by("-position")[:free])
-    return [run_enqueue(commit=commit, suite=suite, hardware_class=hardware_class) for commit in commits]
-
-
-class VersionUnknown(Exception):
-    """A release whose commit is not known: its tag is not synced and no sha was given."""
-
-
-_VERSION = re.compile(r"^\d+\.\d+\.\d+(?:\.post\d+|rc\d+)?$")
-
-
-def runs_enqueue_versions(*, suite: Suite, versions: list[str], release_commits: dict[str, str]) -> list[Run]:
-    """Queue one forced run per released version, attached to the release's commit."""
-    from dashboard.benchmarks.services import commit_ensure
-
-    if suite.install_settings.get("method") != "pypi_release":
-        raise VersionUnknown(
-            f"suite {suite.name} installs by {suite.install_settings.get('method')}, not releases"
-        )
-    runs = []
-    for version in versions:
-        if not _VERSION.match(version):
-            raise VersionUnknown(f"{version!r} is not a release version such as 0.32.0")
-        sha = release_commits.get(version)
-        commit = commit_ensure(sha=sha) if sha else _release_tag_commit(f"v{version}")
-        if commit is None:
-            raise VersionUnknown(
-                f"no commit known for v{version}: sync the history with its tags (manage.py sync_commits) "
-                f"or pass --commit {version}=SHA"
-            )
-        runs.append(run_enqueue(commit=commit, suite=suite, version=version, forced=True))
-    return runs
-
-
-def _release_tag_commit(name: str) -> Commit | None:
-    from dashboard.github.models import Tag  # the GitHub app keeps the tags of the synced history
-
-    tag = Tag.objects.select_related("commit").filter(name=name, commit__isnull=False).first()
-    return tag.commit if tag is not None else None
-
-
 def runs_redispatch_stale() -> list[int]:
     """Send the message again for runs queued long ago: the broker may have lost it (a restart without
     persistence, a flushed queue). A copy that was not lost is harmless, as a run is claimed once."""
@@ -511,13 +308,3 @@ def runs_redispatch_stale() -> list[int]:
             _dispatch(run)
             redispatched.append(run.pk)
     return redispatched
-
-
-def runs_schedule_all() -> list[Run]:
-    """One scheduling pass over every active suite whose install method follows main's commits."""
-    queued: list[Run] = []
-    for suite in Suite.objects.filter(is_active=True):
-        if suite.install_settings.get("method") == "pypi_release":
-            continue  # release suites run what benchmark_versions asks for, not every commit
-        queued.extend(runs_schedule(suite=suite))
-    return queued

@@ -1,4 +1,4 @@
-"""Writes: detection of alerts over stored series, and their triage.
+"""Writes: alerts found by change-point detection over stored series.
 
 Detection is incremental: a new run is analysed in a window of at most `PERFWATCH_DETECTION_WINDOW`
 benchmarked points around its commit, so the cost of a new point does not grow with the history. A
@@ -9,38 +9,22 @@ constraints, so concurrent or repeated detection never duplicates an alert.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from dashboard.benchmarks.models import (
-    Commit,
-    Measurement,
-    Run,
-    RunStatus,
-    Series,
-    Suite,
-)
+from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series
+from dashboard.regressions.alert_groups import alert_upsert
+from dashboard.regressions.bisection import group_bisect, groups_around
 from dashboard.regressions.detection import change_point_kind, change_points_detect
-from dashboard.regressions.models import (
-    Alert,
-    AlertGroup,
-    AlertKind,
-    DetectionSetting,
-    GroupKind,
-    TriageEvent,
-    TriageStatus,
-)
+from dashboard.regressions.models import Alert, AlertGroup, DetectionSetting, TriageEvent
 from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.selectors import (
-    PENDING_RUN_STATUSES,
     CommitWindow,
     SeriesPoint,
     SeriesWindow,
@@ -48,40 +32,19 @@ from dashboard.regressions.selectors import (
     commit_window,
     series_points,
 )
+from dashboard.regressions.thresholds import Threshold, threshold_resolve, thresholds_for_suite
 
 logger = logging.getLogger(__name__)
 
-# Built-in minimum relative changes by metric prefix; None leaves the metric out of detection. A
-# DetectionSetting row overrides them. guidellm's request counts follow from latency and the run's
-# length, and an errored request is the run's business, not a performance change.
-DEFAULT_THRESHOLDS: tuple[tuple[str, float | None], ...] = (
-    ("output_throughput", 0.02),
-    ("request_throughput", 0.02),
-    ("ttft_", 0.03),
-    ("itl_", 0.03),
-    ("tpot_", 0.03),
-    ("latency_", 0.03),
-    ("requests_", None),
-)
-FALLBACK_MIN_RELATIVE_CHANGE = 0.03
-DEFAULT_P_THRESHOLD = 1e-4
+
 # A change this close to a window edge that is not the series' own end is seen with too little context
 # on one side; the window that has it nearer its middle decides about it.
 EDGE_MARGIN = 20
+
+
 # A change found within this many benchmarked points of an alert of the same kind on the same series is
 # that alert seen again with more (or other) data, not a second change.
 SAME_CHANGE_POINTS = 2
-
-
-class TriageRefused(Exception):
-    """The user may not triage, or the change does not apply."""
-
-
-@dataclass(frozen=True)
-class Threshold:
-    min_relative_change: float
-    p_threshold: float
-    enabled: bool
 
 
 @dataclass(frozen=True)
@@ -99,22 +62,6 @@ class DetectionOutcome:
 
 
 NOTHING = DetectionOutcome(series_analysed=0, alerts_created=0, group_ids=frozenset())
-
-
-def threshold_resolve(*, metric: str, suite_id: int, rows: Iterable[DetectionSetting]) -> Threshold:
-    """The setting that applies to `metric` in suite `suite_id`: the most specific row, else the default."""
-    matching = [
-        row
-        for row in rows
-        if (row.suite_id is None or row.suite_id == suite_id) and metric.startswith(row.metric_prefix)
-    ]
-    if matching:
-        row = max(matching, key=lambda r: (r.suite_id is not None, len(r.metric_prefix)))
-        return Threshold(row.min_relative_change, row.p_threshold, row.enabled)
-    for prefix, change in DEFAULT_THRESHOLDS:
-        if metric.startswith(prefix):
-            return Threshold(change or 0.0, DEFAULT_P_THRESHOLD, change is not None)
-    return Threshold(FALLBACK_MIN_RELATIVE_CHANGE, DEFAULT_P_THRESHOLD, True)
 
 
 @dataclass(frozen=True)
@@ -183,63 +130,6 @@ def _group_narrow(*, known: _KnownAlert, base: SeriesPoint, head: SeriesPoint) -
             new_value=f"{sha[base.commit_id][:8]}..{sha[head.commit_id][:8]}",
         )
     return bool(narrowed)
-
-
-def _group_refresh(group: AlertGroup) -> None:
-    """Judge the group's metrics together: all worse, all better, or some of each."""
-    alerts = list(group.alerts.values_list("kind", "change_pct", "status"))
-    counted = [a for a in alerts if a[2] != TriageStatus.INVALID] or alerts
-    kinds = {kind for kind, _, _ in counted}
-    if kinds == {AlertKind.REGRESSION}:
-        group.kind = GroupKind.REGRESSION
-    elif kinds == {AlertKind.IMPROVEMENT}:
-        group.kind = GroupKind.IMPROVEMENT
-    else:
-        group.kind = GroupKind.TRADE_OFF
-    group.magnitude_pct = max((abs(change) for _, change, _ in counted), default=0.0)
-    group.save(update_fields=["kind", "magnitude_pct", "updated_at"])
-
-
-def alert_upsert(
-    *,
-    series: Series,
-    base_commit_id: int,
-    head_commit_id: int,
-    kind: str,
-    before: float,
-    after: float,
-    change_pct: float,
-    p_value: float | None,
-    source: str = Alert.Source.DETECTOR,
-) -> tuple[Alert, bool]:
-    """The alert of `series` in the range (base, head], created or refreshed, and its group judged again."""
-    group, _ = AlertGroup.objects.get_or_create(
-        base_commit_id=base_commit_id, head_commit_id=head_commit_id, defaults={"kind": kind}
-    )
-    # Alerts of other series may join the same group concurrently: judging it under its row lock means
-    # the last writer sees every alert, so a trade-off is never judged from half of its metrics.
-    group = AlertGroup.objects.select_for_update().get(pk=group.pk)
-    alert, created = Alert.objects.update_or_create(
-        series=series,
-        group=group,
-        defaults={
-            "kind": kind,
-            "before_value": before,
-            "after_value": after,
-            "change_pct": change_pct,
-            "p_value": p_value,
-        },
-        create_defaults={
-            "kind": kind,
-            "before_value": before,
-            "after_value": after,
-            "change_pct": change_pct,
-            "p_value": p_value,
-            "source": source,
-        },
-    )
-    _group_refresh(group)
-    return alert, created
 
 
 def _window_analyse(*, series: Series, window: SeriesWindow, threshold: Threshold) -> DetectionOutcome:
@@ -325,24 +215,6 @@ def series_lock() -> QuerySet[Series]:
     return Series.objects.select_for_update(no_key=True)
 
 
-def _thresholds(suite_id: int) -> list[DetectionSetting]:
-    """The detection settings of a suite: its rows and the every-suite rows, then what the suite file
-    declares (an accuracy task's tolerance), which a row of the same prefix overrides."""
-    rows = list(DetectionSetting.objects.filter(Q(suite_id=suite_id) | Q(suite__isnull=True)))
-    settings = Suite.objects.filter(pk=suite_id).values_list("benchmark_settings", flat=True).first()
-    accuracy = (settings or {}).get("accuracy")
-    if accuracy and accuracy.get("tolerance"):
-        # Unsaved, and after the rows: threshold_resolve keeps the first of equally specific settings.
-        rows.append(
-            DetectionSetting(
-                suite_id=suite_id,
-                metric_prefix=f"accuracy_{accuracy['name']}",
-                min_relative_change=float(accuracy["tolerance"]),
-            )
-        )
-    return rows
-
-
 def series_detect(*, series_ids: Sequence[int], commit_id: int | None = None) -> DetectionOutcome:
     """Detect changes in these series in the window around `commit_id` (the trailing one without it).
 
@@ -357,7 +229,7 @@ def series_detect(*, series_ids: Sequence[int], commit_id: int | None = None) ->
         settings_rows: dict[int, list[DetectionSetting]] = {}
         for series in locked:
             if series.suite_id not in settings_rows:
-                settings_rows[series.suite_id] = _thresholds(series.suite_id)
+                settings_rows[series.suite_id] = thresholds_for_suite(series.suite_id)
             threshold = threshold_resolve(
                 metric=series.metric, suite_id=series.suite_id, rows=settings_rows[series.suite_id]
             )
@@ -389,7 +261,7 @@ def series_detect_history(
         if series is None:
             return NOTHING
         threshold = threshold_resolve(
-            metric=series.metric, suite_id=series.suite_id, rows=_thresholds(series.suite_id)
+            metric=series.metric, suite_id=series.suite_id, rows=thresholds_for_suite(series.suite_id)
         )
         if not threshold.enabled:
             return NOTHING
@@ -435,97 +307,9 @@ def run_detect(*, run_id: int, notify: bool = True, bisect: bool = True) -> Dete
     if notify:
         _notify(outcome)
     if bisect:
-        for group_id in sorted(outcome.group_ids | set(_groups_around(commit_id=run["commit_id"]))):
+        for group_id in sorted(outcome.group_ids | set(groups_around(commit_id=run["commit_id"]))):
             group_bisect(group_id=group_id)
     return outcome
-
-
-# Bisection
-
-BISECTED_KINDS: tuple[str, ...] = (GroupKind.REGRESSION, GroupKind.TRADE_OFF)
-BISECTED_STATUSES: tuple[str, ...] = (
-    TriageStatus.UNTRIAGED,
-    TriageStatus.INVESTIGATING,
-    TriageStatus.ACKNOWLEDGED,
-)
-
-
-def _groups_around(*, commit_id: int) -> list[int]:
-    """Open groups whose range holds the commit, its ends included (a narrowed range ends at it)."""
-    position = Commit.objects.filter(pk=commit_id).values_list("position", flat=True).first()
-    if position is None:
-        return []
-    return list(
-        AlertGroup.objects.filter(
-            kind__in=BISECTED_KINDS,
-            status__in=BISECTED_STATUSES,
-            base_commit__position__lte=position,
-            head_commit__position__gte=position,
-        ).values_list("pk", flat=True)
-    )
-
-
-def _bisection_commit(*, inside: Sequence[Commit], suite: Suite, hardware_class: str) -> Commit | None:
-    """The middle of the commits after the last one this suite benchmarked in the range, head excluded;
-    None while a run inside the range is still pending (its result decides which half comes next)."""
-    runs = Run.objects.filter(
-        suite=suite, hardware_class=hardware_class, commit_id__in=[commit.pk for commit in inside]
-    )
-    if runs.filter(status__in=PENDING_RUN_STATUSES).exists():
-        return None
-    benchmarked = set(runs.filter(status=RunStatus.SUCCEEDED).values_list("commit_id", flat=True))
-    last = max((index for index, commit in enumerate(inside) if commit.pk in benchmarked), default=-1)
-    # A commit touching only docs, tests or CI cannot be the culprit of a performance change.
-    candidates = [commit for commit in inside[last + 1 :] if commit.change_class != "docs_tests_ci"]
-    return candidates[len(candidates) // 2] if candidates else None
-
-
-def group_bisect(*, group_id: int) -> list[Run]:
-    """Queue one forced run at the middle unbenchmarked commit of an open regression or trade-off range,
-    per suite and hardware class of its alerts; idempotent, returns the runs it queued.
-
-    Release suites install versions, not commits, so they cannot bisect.
-    """
-    from dashboard.benchmarks.lifecycle import run_enqueue  # lifecycle imports this module
-
-    queued: list[Run] = []
-    with transaction.atomic():
-        # The group's row lock serialises two detections bisecting it at once.
-        group = (
-            AlertGroup.objects.select_for_update()
-            .filter(pk=group_id, kind__in=BISECTED_KINDS, status__in=BISECTED_STATUSES)
-            .select_related("base_commit", "head_commit")
-            .first()
-        )
-        if group is None or group.base_commit.position is None or group.head_commit.position is None:
-            return []
-        inside = list(
-            Commit.objects.filter(
-                repository_id=group.head_commit.repository_id,
-                position__gt=group.base_commit.position,
-                position__lt=group.head_commit.position,
-            ).order_by("position")
-        )
-        if not inside:
-            return []
-        pairs = sorted(set(group.alerts.values_list("series__suite_id", "series__hardware_class")))
-        suites = Suite.objects.in_bulk([suite_id for suite_id, _ in pairs])
-        for suite_id, hardware_class in pairs:
-            suite = suites[suite_id]
-            if suite.install_settings.get("method") == "pypi_release":
-                continue
-            commit = _bisection_commit(inside=inside, suite=suite, hardware_class=hardware_class)
-            if commit is None:
-                continue
-            taken = Run.objects.filter(commit=commit, suite=suite, hardware_class=hardware_class).exclude(
-                status__in=(RunStatus.FAILED, RunStatus.CANCELLED)
-            )
-            if taken.exists():
-                continue
-            queued.append(run_enqueue(commit=commit, suite=suite, hardware_class=hardware_class, forced=True))
-    if queued:
-        logger.info("group %s: bisection queued runs %s", group_id, [run.pk for run in queued])
-    return queued
 
 
 def suite_detect_history(
@@ -567,110 +351,3 @@ def runs_detect_recent(*, since: datetime) -> DetectionOutcome:
         outcome += series_detect(series_ids=list(series_ids))
     _notify(outcome)
     return outcome
-
-
-# Triage
-
-
-def _user_check(user: AbstractBaseUser | AnonymousUser) -> None:
-    if not (user.is_authenticated and getattr(user, "is_staff", False)):
-        raise TriageRefused("triage needs a signed-in staff user")
-
-
-def _user_label(user_id: int | None) -> str:
-    if user_id is None:
-        return ""
-    from django.contrib.auth import get_user_model
-
-    user = get_user_model().objects.filter(pk=user_id).first()
-    return user.get_username() if user else str(user_id)
-
-
-@dataclass(frozen=True)
-class TriageChange:
-    """What a triage form asks for; None leaves a field as it is."""
-
-    status: str | None = None
-    assignee_id: int | None = None
-    assignee_set: bool = False  # distinguishes "unassign" (None) from "leave as is"
-    notes: str | None = None
-    alert_ids: Sequence[int] = ()
-    alert_status: str | None = None
-
-
-def group_triage(
-    *, group_id: int, user: AbstractBaseUser | AnonymousUser, change: TriageChange
-) -> list[TriageEvent]:
-    """Apply a triage change to a group and, in bulk, to some of its alerts; every change is recorded."""
-    _user_check(user)
-    valid = set(TriageStatus.values)
-    for status in (change.status, change.alert_status):
-        if status is not None and status not in valid:
-            raise TriageRefused(f"unknown status {status!r}")
-    events: list[TriageEvent] = []
-    with transaction.atomic():
-        group = AlertGroup.objects.select_for_update().filter(pk=group_id).first()
-        if group is None:
-            raise TriageRefused(f"no alert group {group_id}")
-        user_id = user.pk
-
-        def record(field: str, old: Any, new: Any, alert: Alert | None = None) -> None:
-            events.append(
-                TriageEvent(
-                    group=group, alert=alert, user_id=user_id, field=field, old_value=old, new_value=new
-                )
-            )
-
-        if change.status is not None and change.status != group.status:
-            record("status", group.status, change.status)
-            group.status = change.status
-        if change.assignee_set and change.assignee_id != group.assignee_id:
-            record("assignee", _user_label(group.assignee_id), _user_label(change.assignee_id))
-            group.assignee_id = change.assignee_id
-        if change.notes is not None and change.notes != group.notes:
-            record("notes", group.notes, change.notes)
-            group.notes = change.notes
-        if change.alert_status is not None and change.alert_ids:
-            for alert in group.alerts.filter(pk__in=change.alert_ids).order_by("pk"):
-                if alert.status != change.alert_status:
-                    record("status", alert.status, change.alert_status, alert=alert)
-                    alert.status = change.alert_status
-                    alert.save(update_fields=["status", "updated_at"])
-        if not events:
-            return []
-        group.save()
-        TriageEvent.objects.bulk_create(events)
-        _group_refresh(group)
-    return events
-
-
-def alert_mark_missed(
-    *,
-    series_id: int,
-    base_commit_id: int,
-    head_commit_id: int,
-    user: AbstractBaseUser | AnonymousUser,
-    before: float,
-    after: float,
-) -> Alert:
-    """Record by hand a change the detector did not raise: it counts as a miss in the detector's quality."""
-    _user_check(user)
-    with transaction.atomic():
-        series = series_lock().get(pk=series_id)
-        change_pct = (after - before) / abs(before) * 100.0 if before else 0.0
-        kind = AlertKind.IMPROVEMENT if (change_pct > 0) == series.higher_is_better else AlertKind.REGRESSION
-        alert, _ = alert_upsert(
-            series=series,
-            base_commit_id=base_commit_id,
-            head_commit_id=head_commit_id,
-            kind=kind,
-            before=before,
-            after=after,
-            change_pct=change_pct,
-            p_value=None,
-            source=Alert.Source.MANUAL,
-        )
-        TriageEvent.objects.create(
-            group_id=alert.group_id, alert=alert, user_id=user.pk, field="source", new_value="manual"
-        )
-    return alert

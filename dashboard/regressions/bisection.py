@@ -1,0 +1,98 @@
+"""Writes: bisection runs that halve an open culprit range, one forced run at a time."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from django.db import transaction
+
+from dashboard.benchmarks.models import Commit, Run, RunStatus, Suite
+from dashboard.benchmarks.runs import run_enqueue
+from dashboard.regressions.models import AlertGroup, GroupKind, TriageStatus
+from dashboard.regressions.selectors import PENDING_RUN_STATUSES
+
+logger = logging.getLogger(__name__)
+
+BISECTED_KINDS: tuple[str, ...] = (GroupKind.REGRESSION, GroupKind.TRADE_OFF)
+BISECTED_STATUSES: tuple[str, ...] = (
+    TriageStatus.UNTRIAGED,
+    TriageStatus.INVESTIGATING,
+    TriageStatus.ACKNOWLEDGED,
+)
+
+
+def groups_around(*, commit_id: int) -> list[int]:
+    """Open groups whose range holds the commit, its ends included (a narrowed range ends at it)."""
+    position = Commit.objects.filter(pk=commit_id).values_list("position", flat=True).first()
+    if position is None:
+        return []
+    return list(
+        AlertGroup.objects.filter(
+            kind__in=BISECTED_KINDS,
+            status__in=BISECTED_STATUSES,
+            base_commit__position__lte=position,
+            head_commit__position__gte=position,
+        ).values_list("pk", flat=True)
+    )
+
+
+def _bisection_commit(*, inside: Sequence[Commit], suite: Suite, hardware_class: str) -> Commit | None:
+    """The middle of the commits after the last one this suite benchmarked in the range, head excluded;
+    None while a run inside the range is still pending (its result decides which half comes next)."""
+    runs = Run.objects.filter(
+        suite=suite, hardware_class=hardware_class, commit_id__in=[commit.pk for commit in inside]
+    )
+    if runs.filter(status__in=PENDING_RUN_STATUSES).exists():
+        return None
+    benchmarked = set(runs.filter(status=RunStatus.SUCCEEDED).values_list("commit_id", flat=True))
+    last = max((index for index, commit in enumerate(inside) if commit.pk in benchmarked), default=-1)
+    # A commit touching only docs, tests or CI cannot be the culprit of a performance change.
+    candidates = [commit for commit in inside[last + 1 :] if commit.change_class != "docs_tests_ci"]
+    return candidates[len(candidates) // 2] if candidates else None
+
+
+def group_bisect(*, group_id: int) -> list[Run]:
+    """Queue one forced run at the middle unbenchmarked commit of an open regression or trade-off range,
+    per suite and hardware class of its alerts; idempotent, returns the runs it queued.
+
+    Release suites install versions, not commits, so they cannot bisect.
+    """
+    queued: list[Run] = []
+    with transaction.atomic():
+        # The group's row lock serialises two detections bisecting it at once.
+        group = (
+            AlertGroup.objects.select_for_update()
+            .filter(pk=group_id, kind__in=BISECTED_KINDS, status__in=BISECTED_STATUSES)
+            .select_related("base_commit", "head_commit")
+            .first()
+        )
+        if group is None or group.base_commit.position is None or group.head_commit.position is None:
+            return []
+        inside = list(
+            Commit.objects.filter(
+                repository_id=group.head_commit.repository_id,
+                position__gt=group.base_commit.position,
+                position__lt=group.head_commit.position,
+            ).order_by("position")
+        )
+        if not inside:
+            return []
+        pairs = sorted(set(group.alerts.values_list("series__suite_id", "series__hardware_class")))
+        suites = Suite.objects.in_bulk([suite_id for suite_id, _ in pairs])
+        for suite_id, hardware_class in pairs:
+            suite = suites[suite_id]
+            if suite.install_settings.get("method") == "pypi_release":
+                continue
+            commit = _bisection_commit(inside=inside, suite=suite, hardware_class=hardware_class)
+            if commit is None:
+                continue
+            taken = Run.objects.filter(commit=commit, suite=suite, hardware_class=hardware_class).exclude(
+                status__in=(RunStatus.FAILED, RunStatus.CANCELLED)
+            )
+            if taken.exists():
+                continue
+            queued.append(run_enqueue(commit=commit, suite=suite, hardware_class=hardware_class, forced=True))
+    if queued:
+        logger.info("group %s: bisection queued runs %s", group_id, [run.pk for run in queued])
+    return queued

@@ -1,0 +1,122 @@
+"""Writes: triage of alert groups and their alerts by staff, every change recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+
+from dashboard.regressions.alert_groups import alert_upsert, group_refresh
+from dashboard.regressions.alerts import series_lock
+from dashboard.regressions.models import Alert, AlertGroup, AlertKind, TriageEvent, TriageStatus
+
+
+class TriageRefused(Exception):
+    """The user may not triage, or the change does not apply."""
+
+
+def _user_check(user: AbstractBaseUser | AnonymousUser) -> None:
+    if not (user.is_authenticated and getattr(user, "is_staff", False)):
+        raise TriageRefused("triage needs a signed-in staff user")
+
+
+def _user_label(user_id: int | None) -> str:
+    if user_id is None:
+        return ""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=user_id).first()
+    return user.get_username() if user else str(user_id)
+
+
+@dataclass(frozen=True)
+class TriageChange:
+    """What a triage form asks for; None leaves a field as it is."""
+
+    status: str | None = None
+    assignee_id: int | None = None
+    assignee_set: bool = False  # distinguishes "unassign" (None) from "leave as is"
+    notes: str | None = None
+    alert_ids: Sequence[int] = ()
+    alert_status: str | None = None
+
+
+def group_triage(
+    *, group_id: int, user: AbstractBaseUser | AnonymousUser, change: TriageChange
+) -> list[TriageEvent]:
+    """Apply a triage change to a group and, in bulk, to some of its alerts; every change is recorded."""
+    _user_check(user)
+    valid = set(TriageStatus.values)
+    for status in (change.status, change.alert_status):
+        if status is not None and status not in valid:
+            raise TriageRefused(f"unknown status {status!r}")
+    events: list[TriageEvent] = []
+    with transaction.atomic():
+        group = AlertGroup.objects.select_for_update().filter(pk=group_id).first()
+        if group is None:
+            raise TriageRefused(f"no alert group {group_id}")
+        user_id = user.pk
+
+        def record(field: str, old: Any, new: Any, alert: Alert | None = None) -> None:
+            events.append(
+                TriageEvent(
+                    group=group, alert=alert, user_id=user_id, field=field, old_value=old, new_value=new
+                )
+            )
+
+        if change.status is not None and change.status != group.status:
+            record("status", group.status, change.status)
+            group.status = change.status
+        if change.assignee_set and change.assignee_id != group.assignee_id:
+            record("assignee", _user_label(group.assignee_id), _user_label(change.assignee_id))
+            group.assignee_id = change.assignee_id
+        if change.notes is not None and change.notes != group.notes:
+            record("notes", group.notes, change.notes)
+            group.notes = change.notes
+        if change.alert_status is not None and change.alert_ids:
+            for alert in group.alerts.filter(pk__in=change.alert_ids).order_by("pk"):
+                if alert.status != change.alert_status:
+                    record("status", alert.status, change.alert_status, alert=alert)
+                    alert.status = change.alert_status
+                    alert.save(update_fields=["status", "updated_at"])
+        if not events:
+            return []
+        group.save()
+        TriageEvent.objects.bulk_create(events)
+        group_refresh(group)
+    return events
+
+
+def alert_mark_missed(
+    *,
+    series_id: int,
+    base_commit_id: int,
+    head_commit_id: int,
+    user: AbstractBaseUser | AnonymousUser,
+    before: float,
+    after: float,
+) -> Alert:
+    """Record by hand a change the detector did not raise: it counts as a miss in the detector's quality."""
+    _user_check(user)
+    with transaction.atomic():
+        series = series_lock().get(pk=series_id)
+        change_pct = (after - before) / abs(before) * 100.0 if before else 0.0
+        kind = AlertKind.IMPROVEMENT if (change_pct > 0) == series.higher_is_better else AlertKind.REGRESSION
+        alert, _ = alert_upsert(
+            series=series,
+            base_commit_id=base_commit_id,
+            head_commit_id=head_commit_id,
+            kind=kind,
+            before=before,
+            after=after,
+            change_pct=change_pct,
+            p_value=None,
+            source=Alert.Source.MANUAL,
+        )
+        TriageEvent.objects.create(
+            group_id=alert.group_id, alert=alert, user_id=user.pk, field="source", new_value="manual"
+        )
+    return alert
