@@ -17,9 +17,9 @@ from dashboard.dispatch import app
 # ack on receipt, and are made exactly-once by the run's database lease (see benchmark_run).
 app.conf.task_acks_late = True
 app.conf.task_reject_on_worker_lost = True
-# On a lost broker connection a late-acked task could not be acknowledged anyway: stop it and let the
-# redelivered message run it again, rather than run it twice side by side.
-app.conf.worker_cancel_long_running_tasks_on_connection_loss = True
+# A late-acked task running when the broker connection drops finishes its work; its message, which can
+# no longer be acknowledged, comes back after the visibility timeout and finds the work done.
+app.conf.worker_cancel_long_running_tasks_on_connection_loss = False
 app.conf.worker_prefetch_multiplier = 1
 app.conf.broker_connection_retry_on_startup = True
 app.conf.broker_transport_options = {"visibility_timeout": settings.CELERY_VISIBILITY_TIMEOUT_S}
