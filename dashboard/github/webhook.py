@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from dashboard import dispatch
 from dashboard.benchmarks.services import repository_default
@@ -67,6 +68,9 @@ def _payload_time(value: object) -> datetime | None:
     return parsed
 
 
+DELIVERY_KEPT = timedelta(days=30)
+
+
 def webhook_delivery_handle(*, delivery_id: str, event: str, payload: Mapping[str, Any]) -> WebhookOutcome:
     """Act on a verified delivery once: a delivery id already recorded is a redelivery and needs nothing.
 
@@ -77,6 +81,9 @@ def webhook_delivery_handle(*, delivery_id: str, event: str, payload: Mapping[st
         _, created = WebhookDelivery.objects.get_or_create(delivery_id=delivery_id, defaults={"event": event})
         if not created:
             return WebhookOutcome(duplicate=True)
+        # GitHub redelivers deliveries of the past few days; older ids need not be kept (an older state
+        # of a PR is refused by its updated_at all the same).
+        WebhookDelivery.objects.filter(received_at__lt=timezone.now() - DELIVERY_KEPT).delete()
         return webhook_event_handle(event=event, payload=payload)
 
 

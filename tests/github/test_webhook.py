@@ -302,3 +302,14 @@ def test_a_delivery_with_an_unreadable_updated_at_is_a_400(client):
 
     assert status == 400 and "yesterday" in body["error"]
     assert not WebhookDelivery.objects.exists()
+
+
+def test_delivery_ids_are_kept_for_thirty_days(client):
+    stale = WebhookDelivery.objects.create(delivery_id="old-delivery", event="push")
+    WebhookDelivery.objects.filter(pk=stale.pk).update(received_at=datetime(2020, 1, 1, tzinfo=UTC))
+    recent = WebhookDelivery.objects.create(delivery_id="recent-delivery", event="push")
+
+    assert deliver(client, "push", push_payload(ref="refs/heads/other"))[0] == 200
+
+    assert set(WebhookDelivery.objects.values_list("delivery_id", flat=True)) >= {recent.delivery_id}
+    assert not WebhookDelivery.objects.filter(pk=stale.pk).exists()
