@@ -117,6 +117,22 @@ PERFWATCH_RUNNER_NAME = (
     env.str("PERFWATCH_RUNNER_NAME", default="") or socket.gethostname().split(".")[0].lower()
 )
 PERFWATCH_RUNNER_HARDWARE_CLASS = env.str("PERFWATCH_RUNNER_HARDWARE_CLASS", default="")
+# A runner node reaches the dashboard's API with its runner token, never the database.
+PERFWATCH_API_URL = env.str("PERFWATCH_API_URL", default="http://127.0.0.1:8000")
+PERFWATCH_RUNNER_TOKEN = env.str("PERFWATCH_RUNNER_TOKEN", default="")
+# Everything a runner node is told, and nothing more (no database): deploy/runner.env.example, the systemd
+# unit, compose's runner service and the README use exactly these. The runners package itself reads
+# PERFWATCH_ENV_PYTHON and PERFWATCH_CACHE_DIR.
+RUNNER_NODE_VARIABLES = (
+    "CELERY_BROKER_URL",
+    "PERFWATCH_API_URL",
+    "PERFWATCH_RUNNER_TOKEN",
+    "PERFWATCH_RUNNER_NAME",
+    "PERFWATCH_RUNNER_HARDWARE_CLASS",
+    "PERFWATCH_ENV_PYTHON",
+    "PERFWATCH_CACHE_DIR",
+    "PERFWATCH_WORK_DIR",
+)
 PERFWATCH_RUN_LEASE_S = env.int("PERFWATCH_RUN_LEASE_S", default=180)
 PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)
 PERFWATCH_QUEUED_REDISPATCH_S = env.int("PERFWATCH_QUEUED_REDISPATCH_S", default=6 * 3600)

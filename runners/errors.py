@@ -80,4 +80,7 @@ class RunFailed(RunnerError):
         self.log_tail = log_tail
         self.retryable = retryable
         self.server_errors = server_errors
+        # The evidence a failed run keeps, filled in by the pipeline as it passes through.
+        self.commands: dict[str, tuple[str, ...]] = {}
+        self.raw_report: bytes | None = None
         super().__init__(f"{stage}: {reason}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runners import reproduce
 from runners.accuracy import (
     ACCURACY_DIR,
     AccuracyFailed,
@@ -55,8 +56,9 @@ from runners.server import (
     server_running,
     server_warm_up,
     vllm_serve_argv,
+    warm_up_body,
 )
-from runners.suites import AccuracyKind, AccuracySpec, SuiteSpec
+from runners.suites import AccuracyKind, AccuracySpec, BenchmarkSpec, SuiteSpec
 from runners.telemetry import TelemetrySample, TelemetrySampler
 from runners.text import one_line
 from runners.tiny_model import tiny_model_ensure, tiny_model_name
@@ -64,6 +66,7 @@ from runners.tiny_model import tiny_model_ensure, tiny_model_name
 STAGE_INSTALLING = "installing"
 STAGE_STARTING_SERVER = "starting_server"
 STAGE_BENCHMARKING = "benchmarking"
+STAGE_STORING = "storing"
 HEARTBEAT_INTERVAL_S = 30.0
 TELEMETRY_INTERVAL_S = 2.0
 # Never phone home from a benchmark node, whatever the suite says.
@@ -200,16 +203,67 @@ def _failures_as_run_failed(stages: _Stages) -> Iterator[None]:
 
 def _model_prepare(
     *, suite: SuiteSpec, client: InstalledEnv, cache_dir: Path, log_path: Path
-) -> tuple[str, tuple[str, ...], str, tuple[str, ...]]:
-    """(model to serve, extra serve args, tokenizer for guidellm, commands that made the model)."""
+) -> tuple[str, tuple[str, ...], str]:
+    """(model to serve, extra serve args, tokenizer for guidellm)."""
+    if suite.serve.local_model is None:
+        return suite.serve.model, (), suite.benchmark.tokenizer or suite.serve.model
+    directory = cache_dir / "models" / tiny_model_name()
+    tiny_model_ensure(python=client.executable(name="python"), directory=directory, log_path=log_path)
+    return (
+        str(directory),
+        ("--served-model-name", suite.serve.model),
+        suite.benchmark.tokenizer or str(directory),
+    )
+
+
+def _model_reproduction(*, suite: SuiteSpec) -> tuple[str, tuple[str, ...], str, tuple[str, ...]]:
+    """As _model_prepare, for the commands that reproduce the run in ${REPRO_DIR}."""
     if suite.serve.local_model is None:
         return suite.serve.model, (), suite.benchmark.tokenizer or suite.serve.model, ()
-    directory = cache_dir / "models" / tiny_model_name()
-    python = client.executable(name="python")
-    tiny_model_ensure(python=python, directory=directory, log_path=log_path)
-    command = f"PYTHONPATH=. {shlex.quote(str(python))} -m runners.tiny_model {shlex.quote(str(directory))}"
-    tokenizer = suite.benchmark.tokenizer or str(directory)
-    return str(directory), ("--served-model-name", suite.serve.model), tokenizer, (command,)
+    directory = str(reproduce.REPRO_DIR / "model")
+    python = reproduce.REPRO_DIR / "guidellm" / "bin" / "python"
+    command = "PYTHONPATH=. " + reproduce.shell_line(
+        argv=(str(python), "-m", "runners.tiny_model", directory)
+    )
+    tokenizer = suite.benchmark.tokenizer or directory
+    return directory, ("--served-model-name", suite.serve.model), tokenizer, (command,)
+
+
+def _reproduction_commands(
+    *, suite: SuiteSpec, benchmark: BenchmarkSpec, serve_env: Mapping[str, str], labels: Mapping[str, str]
+) -> dict[str, tuple[str, ...]]:
+    """serve, warm-up and benchmark as a person runs them: fresh directory, free port, absolute paths."""
+    model, model_args, tokenizer, model_commands = _model_reproduction(suite=suite)
+    serve_argv = vllm_serve_argv(
+        vllm=reproduce.REPRO_DIR / "vllm" / "bin" / "vllm",
+        model=model,
+        args=(*suite.serve.args, *model_args),
+        port=reproduce.PORT,
+    )
+    bench_argv = guidellm_argv(
+        guidellm=reproduce.REPRO_DIR / "guidellm" / "bin" / "guidellm",
+        benchmark=benchmark,
+        target=reproduce.SERVER_URL,
+        model=suite.serve.model,
+        tokenizer=tokenizer,
+        labels=labels,
+        output_path=reproduce.REPRO_DIR / reproduce.REPORT_NAME,
+        objectives=suite.benchmark.objectives,
+    )
+    body = warm_up_body(
+        model=suite.serve.model,
+        request_format=benchmark.request_format,
+        prompt_tokens=benchmark.data.prompt_tokens,
+        output_tokens=benchmark.data.output_tokens,
+    )
+    return {
+        "model": model_commands,
+        "serve": (reproduce.shell_line(argv=reproduce.port_argv(serve_argv), env=serve_env),),
+        "warm_up": reproduce.warm_up_lines(
+            request_format=benchmark.request_format, body=body, timeout_s=suite.timeouts.server_start_s
+        ),
+        "benchmark": (reproduce.shell_line(argv=bench_argv, env=CLIENT_BASE_ENV),),
+    }
 
 
 def _metrics_scrape(
@@ -345,12 +399,13 @@ def benchmark_execute(
                         cancel=cancel,
                     )
                     commands["install_lm_eval"] = lm_eval_env.commands
-                model, model_args, tokenizer, model_commands = _model_prepare(
+                commands["install_vllm"] = reproduce.recipe_lines(recipe=server_env.recipe, name="vllm")
+                commands["install_guidellm"] = reproduce.recipe_lines(
+                    recipe=client_env.recipe, name="guidellm"
+                )
+                model, model_args, tokenizer = _model_prepare(
                     suite=suite, client=client_env, cache_dir=cache, log_path=log_paths["install"]
                 )
-                commands["install_vllm"] = server_env.commands
-                commands["install_guidellm"] = client_env.commands
-                commands["model"] = model_commands
 
                 stages.enter(STAGE_STARTING_SERVER)
                 port = free_port_pick()
@@ -361,7 +416,17 @@ def benchmark_execute(
                     port=port,
                 )
                 serve_env = {**SERVER_BASE_ENV, **suite.serve.env}
-                commands["serve"] = (_shell_line(argv=serve_argv, env=serve_env),)
+                labels = {
+                    "vllm_commit": commit_sha,
+                    "suite": suite.name,
+                    "runner": runner_name,
+                    "hardware_class": suite.hardware_class,
+                }
+                commands.update(
+                    _reproduction_commands(
+                        suite=suite, benchmark=suite.benchmark, serve_env=serve_env, labels=labels
+                    )
+                )
                 with server_running(
                     argv=serve_argv,
                     env={**os.environ, **serve_env},
@@ -400,13 +465,12 @@ def benchmark_execute(
                     metrics_before = _metrics_scrape(scrape=server.metrics, when="before", warnings=warnings)
 
                     stages.enter(STAGE_BENCHMARKING)
-                    labels = {
-                        "vllm_commit": commit_sha,
-                        "suite": suite.name,
-                        "runner": runner_name,
-                        "hardware_class": suite.hardware_class,
-                        "vllm_version": server.version,
-                    }
+                    labels = {**labels, "vllm_version": server.version}
+                    commands.update(
+                        _reproduction_commands(
+                            suite=suite, benchmark=benchmark, serve_env=serve_env, labels=labels
+                        )
+                    )
                     bench_argv = guidellm_argv(
                         guidellm=client_env.executable(name="guidellm"),
                         benchmark=benchmark,
@@ -417,7 +481,6 @@ def benchmark_execute(
                         output_path=report_path,
                         objectives=suite.benchmark.objectives,
                     )
-                    commands["benchmark"] = (_shell_line(argv=bench_argv, env={}),)
                     with TelemetrySampler(interval_s=TELEMETRY_INTERVAL_S) as telemetry:
                         try:
                             result = benchmark_run(
@@ -441,6 +504,7 @@ def benchmark_execute(
                                     stage=STAGE_BENCHMARKING,
                                     reason=one_line(f"{exc.reason}; server log: {said}", limit=REASON_CHARS),
                                     log_tail=exc.log_tail,
+                                    server_errors=True,
                                 ) from exc
                             if status is None:
                                 raise
@@ -471,9 +535,11 @@ def benchmark_execute(
                             cancel=cancel,
                         )
                 stages.close()
-        except RunFailed:
+        except RunFailed as failure:
             if beat.error is not None:
                 raise beat.error from None
+            failure.commands = dict(commands)
+            failure.raw_report = report_path.read_bytes() if report_path.is_file() else None
             raise
     if beat.error is not None:
         raise beat.error

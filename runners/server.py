@@ -171,7 +171,7 @@ class WarmUp:
     attempts: int  # requests sent until the first completion returned
 
 
-def _warm_up_body(*, model: str, request_format: str, prompt_tokens: int, output_tokens: int) -> bytes:
+def warm_up_body(*, model: str, request_format: str, prompt_tokens: int, output_tokens: int) -> bytes:
     # One short common word is about one token in any tokenizer; ignore_eos (a vLLM extension, as
     # guidellm sends it) makes the server generate exactly output_tokens, like the benchmark's requests.
     text = " ".join(["hello"] * prompt_tokens)
@@ -222,7 +222,7 @@ def server_warm_up(
     slow); an HTTP error is the server's answer and raises ServerFailed quoting it.
     """
     url = f"{base_url}{request_format}"
-    body = _warm_up_body(
+    body = warm_up_body(
         model=model, request_format=request_format, prompt_tokens=prompt_tokens, output_tokens=output_tokens
     )
     deadline = time.monotonic() + timeout_s

@@ -23,6 +23,7 @@ def test_app_services_share_one_image_and_wait_for_their_dependencies() -> None:
     services = _compose()["services"]
     for name in ("web", "worker", "beat", "migrate", "runner"):
         assert services[name]["image"] == "perfwatch:latest", name
+    for name in ("web", "worker", "beat", "migrate"):
         assert "depends_on" in services[name], name
     for name in ("postgres", "redis"):
         assert "healthcheck" in services[name]
@@ -36,3 +37,41 @@ def test_every_setting_the_app_reads_is_documented_in_env_example() -> None:
     read = set(re.findall(r"env\.(?:str|bool|int|list|db|float)\(\s*\"([A-Z_]+)\"", sources))
     assert read, "no environment reads found"
     assert read <= documented, f"undocumented: {sorted(read - documented)}"
+
+
+def _env_file_keys(text: str) -> set[str]:
+    return set(re.findall(r"^([A-Z][A-Z0-9_]*)=", text, re.M))
+
+
+def test_compose_runner_systemd_unit_and_readme_set_exactly_what_a_runner_node_reads() -> None:
+    from django.conf import settings
+
+    from runners.envs import CACHE_DIR_VARIABLE
+    from runners.install import ENV_PYTHON_VARIABLE
+
+    expected = set(settings.RUNNER_NODE_VARIABLES)
+    settings_source = (ROOT / "dashboard" / "settings.py").read_text()
+    read_by_settings = set(
+        re.findall(r"env\.(?:str|bool|int|list|db|float)\(\s*\"([A-Z_]+)\"", settings_source)
+    )
+    assert expected <= read_by_settings | {CACHE_DIR_VARIABLE, ENV_PYTHON_VARIABLE}
+    assert "DATABASE_URL" not in expected
+
+    compose_runner = _compose()["services"]["runner"]
+    unit = (ROOT / "deploy" / "perfwatch-runner.service").read_text()
+    env_file = (ROOT / "deploy" / "runner.env.example").read_text()
+    readme = (ROOT / "README.md").read_text()
+    readme_block = readme.split("# /etc/perfwatch/runner.env", 1)[1].split("```", 1)[0]
+
+    assert set(compose_runner["environment"]) == expected
+    assert _env_file_keys(env_file) == expected
+    assert _env_file_keys(readme_block) == expected
+    assert "EnvironmentFile=/etc/perfwatch/runner.env" in unit
+    # Both start the worker on the queue and under the name the same two variables give.
+    compose_command = " ".join(compose_runner["command"])
+    assert "-Q runner.$${PERFWATCH_RUNNER_HARDWARE_CLASS}" in compose_command
+    assert "--hostname $${PERFWATCH_RUNNER_NAME}@" in compose_command
+    assert "-Q runner.${PERFWATCH_RUNNER_HARDWARE_CLASS}" in unit
+    assert "--hostname ${PERFWATCH_RUNNER_NAME}@" in unit
+    used = set(re.findall(r"\$\{([A-Z_]+)", unit + compose_command))
+    assert used <= expected

@@ -14,31 +14,29 @@ logger = logging.getLogger(__name__)
 _stop = threading.Event()
 
 
-def _beat(*, name: str, hardware_class: str) -> None:
-    from django.db import DatabaseError, connection
-
-    from dashboard.benchmarks.runs import runner_register
+def _beat(*, hardware_class: str) -> None:
+    from runners.api_client import ApiRefused, ApiUnreachable
     from runners.fingerprint import environment_fingerprint
+    from workers.tasks import runner_api
 
-    environment = environment_fingerprint()
+    api = runner_api()
+    environment = {**environment_fingerprint(), "hardware_class": hardware_class}
     while not _stop.is_set():
         try:
-            runner_register(name=name, hardware_class=hardware_class, environment=environment)
-        except DatabaseError as error:  # the next beat tries again; the node keeps working
+            api.presence(environment=environment)
+        except (ApiRefused, ApiUnreachable) as error:  # the next beat tries again; the node keeps working
             logger.warning("runner presence not recorded: %s", error)
-        finally:
-            connection.close()
         _stop.wait(settings.PERFWATCH_HEARTBEAT_S)
 
 
 @worker_ready.connect
 def presence_start(**_: Any) -> None:
-    name, hardware_class = settings.PERFWATCH_RUNNER_NAME, settings.PERFWATCH_RUNNER_HARDWARE_CLASS
+    hardware_class = settings.PERFWATCH_RUNNER_HARDWARE_CLASS
     if not hardware_class:
         return  # a control worker, not a runner node
     threading.Thread(
         target=_beat,
-        kwargs={"name": name, "hardware_class": hardware_class},
+        kwargs={"hardware_class": hardware_class},
         name="runner-presence",
         daemon=True,
     ).start()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import random
 from datetime import timedelta
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from celery import Task, shared_task
 from django.conf import settings
@@ -13,6 +13,9 @@ from django.db import InterfaceError, OperationalError
 from django.utils import timezone
 
 from dashboard import dispatch
+
+if TYPE_CHECKING:
+    from runners.api_client import RunnerApi
 
 logger = logging.getLogger(__name__)
 
@@ -38,17 +41,27 @@ RETRY_POLICY: RetryPolicy = {
 }
 
 
+def runner_api() -> RunnerApi:
+    """This node's client of the runner API, from its settings."""
+    from runners.api_client import RunnerApi
+
+    return RunnerApi(base_url=settings.PERFWATCH_API_URL, token=settings.PERFWATCH_RUNNER_TOKEN)
+
+
 @shared_task(name=dispatch.BENCHMARK_RUN, acks_late=False, ignore_result=True)
 def benchmark_run(run_id: int) -> str | None:
-    """Benchmark one run on this node. Acknowledged on receipt: a redelivery finds the run claimed."""
-    from dashboard.benchmarks.execution import run_execute
+    """Benchmark one run on this node, through the runner API (a runner node has no database access).
+    Acknowledged on receipt: a redelivery finds the run claimed."""
+    from pathlib import Path
 
-    status = run_execute(
+    from runners.node import node_run_execute
+
+    return node_run_execute(
+        api=runner_api(),
         run_id=run_id,
         runner_name=settings.PERFWATCH_RUNNER_NAME,
-        hardware_class=settings.PERFWATCH_RUNNER_HARDWARE_CLASS,
+        work_root=Path(settings.PERFWATCH_WORK_DIR),
     )
-    return str(status) if status else None
 
 
 @shared_task(

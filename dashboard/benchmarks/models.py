@@ -190,6 +190,9 @@ class Run(models.Model):
     server_metrics = models.JSONField(default=dict, blank=True, help_text="/metrics before and after")
     commands = models.JSONField(default=dict, blank=True, help_text="The exact commands to reproduce the run")
     logs = models.JSONField(default=dict, blank=True, help_text="Tail of each step's log")
+    attempts = models.JSONField(
+        default=list, blank=True, help_text="Each finished attempt: number, runner, outcome, when"
+    )
 
     objects: ClassVar[RunQuerySet] = RunQuerySet.as_manager()  # type: ignore[assignment]
 

@@ -7,6 +7,7 @@ cancel can never produce a second benchmark or a second set of measurements.
 
 from __future__ import annotations
 
+import gzip
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -125,12 +126,20 @@ def _owned(run_id: int, runner: Runner) -> Any:
     return Run.objects.filter(pk=run_id, runner=runner, status__in=ACTIVE_RUN_STATUSES)
 
 
-def run_heartbeat(*, run_id: int, runner: Runner) -> None:
-    """Renew the lease; raise RunNotOwned when the run was cancelled or taken away."""
+def run_heartbeat(*, run_id: int, runner: Runner, logs: dict[str, str] | None = None) -> None:
+    """Renew the lease and keep the latest tail of each step's log, so the run's page shows them while
+    they are written; raise RunNotOwned when the run was cancelled or taken away."""
     now = timezone.now()
     Runner.objects.filter(pk=runner.pk).update(last_heartbeat_at=now)
-    if not _owned(run_id, runner).update(heartbeat_at=now, lease_expires_at=_lease_until()):
+    fields: dict[str, Any] = {"heartbeat_at": now, "lease_expires_at": _lease_until()}
+    if logs:
+        fields["logs"] = _log_tails_kept(logs)
+    if not _owned(run_id, runner).update(**fields):
         raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}")
+
+
+def _log_tails_kept(logs: dict[str, str]) -> dict[str, str]:
+    return {str(name)[:50]: str(text)[-LOG_TAIL_CHARS:] for name, text in logs.items()}
 
 
 def run_stage_enter(*, run_id: int, runner: Runner, stage: str) -> None:
@@ -151,6 +160,19 @@ def run_stage_enter(*, run_id: int, runner: Runner, stage: str) -> None:
                 "lease_expires_at",
             ]
         )
+
+
+def _attempt_close(run: Run, outcome: str, now: datetime) -> None:
+    """Add the attempt the run is on to its history, with how it ended (one line)."""
+    run.attempts = [
+        *run.attempts,
+        {
+            "attempt": run.attempt,
+            "runner": run.runner.name if run.runner else "",
+            "outcome": one_line(outcome, limit=300),
+            "finished_at": now.strftime("%Y-%m-%d %H:%M:%S"),  # UTC
+        },
+    ]
 
 
 def _durations_closed(run: Run, now: datetime) -> dict[str, float]:
@@ -179,7 +201,8 @@ def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
         run.telemetry = result.telemetry
         run.server_metrics = result.server_metrics
         run.commands = result.commands
-        run.logs = {name: text[-LOG_TAIL_CHARS:] for name, text in result.logs.items()}
+        run.logs = _log_tails_kept(result.logs)
+        _attempt_close(run, "succeeded", now)
         run_results_store(run=run, report=result.report, raw_report=result.raw_report)
         if result.accuracy is not None:
             accuracy_store(run=run, accuracy=result.accuracy)
@@ -193,8 +216,11 @@ def run_fail(
     reason: str,
     logs: dict[str, str] | None = None,
     environment: dict[str, Any] | None = None,
+    commands: dict[str, str] | None = None,
+    raw_report: bytes | None = None,
 ) -> None:
-    """Mark a held run failed with a one-line reason, keeping its logs."""
+    """Mark a held run failed with a one-line reason, keeping whatever evidence it has: logs, the
+    commands that ran, and the report guidellm wrote (the run that failed is the one to reproduce)."""
     line = one_line(reason, limit=500) or "failed without a reason"
     with transaction.atomic():
         run = _owned(run_id, runner).select_for_update().first()
@@ -203,8 +229,13 @@ def run_fail(
         now = timezone.now()
         run.stage_durations, run.lease_expires_at = _durations_closed(run, now), None
         run.status, run.failure_reason, run.finished_at = RunStatus.FAILED, line, now
-        run.logs = {name: text[-LOG_TAIL_CHARS:] for name, text in (logs or {}).items()}
+        _attempt_close(run, f"failed: {line}", now)
+        run.logs = _log_tails_kept(logs or {}) or run.logs
         run.environment = environment or run.environment
+        run.commands = commands or run.commands
+        if raw_report:
+            # Kept as evidence, not as results: no digest, so it never counts as a stored report.
+            run.report_gz = gzip.compress(raw_report)
         run.save()
 
 
@@ -219,6 +250,7 @@ def run_requeue_after_timeout(*, run_id: int, runner: Runner, reason: str) -> bo
             RunStatus.QUEUED,
             f"attempt {run.attempt} failed on the bench, retrying: {line}",
         )
+        _attempt_close(run, f"failed on the bench, queued again: {line}", timezone.now())
         run.queued_at, run.lease_expires_at = timezone.now(), None
         run.stage_durations, run.stage_started_at = {}, None
         run.save()
@@ -245,8 +277,12 @@ def runs_requeue_expired() -> list[int]:
                 run.status, run.finished_at = RunStatus.FAILED, now
                 run.failure_reason = f"{lost}; gave up after {run.attempt} attempts"
                 run.lease_expires_at = None
-                run.save(update_fields=["status", "finished_at", "failure_reason", "lease_expires_at"])
+                _attempt_close(run, f"lost: {lost}; no attempt left", now)
+                run.save(
+                    update_fields=["status", "finished_at", "failure_reason", "lease_expires_at", "attempts"]
+                )
                 continue
+            _attempt_close(run, f"lost: {lost}; queued again", now)
             run.status, run.failure_reason, run.lease_expires_at = RunStatus.QUEUED, f"requeued: {lost}", None
             run.stage_durations, run.stage_started_at, run.queued_at = {}, None, now
             run.save(
@@ -257,6 +293,7 @@ def runs_requeue_expired() -> list[int]:
                     "stage_durations",
                     "stage_started_at",
                     "queued_at",
+                    "attempts",
                 ]
             )
             _dispatch(run)

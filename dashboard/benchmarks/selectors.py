@@ -552,20 +552,33 @@ def run_report(*, run_id: int) -> bytes | None:
     return gzip.decompress(stored) if stored else None
 
 
+def run_reproduce_script(*, run_id: int) -> str | None:
+    """The bash script that reproduces run `run_id` from its recorded commands; None when it has none."""
+    from runners.reproduce import reproduce_script
+
+    run = Run.objects.select_related("suite", "commit").filter(pk=run_id).first()
+    if run is None or not run.commands:
+        return None
+    title = f"PerfWatch run {run.pk}: suite {run.suite.name} at {run.commit.sha} ({run.status})"
+    return reproduce_script(commands=run.commands, title=title)
+
+
 def run_telemetry(*, run_id: int) -> list[dict[str, Any]] | None:
     """The GPU samples a run took (runners.telemetry.TelemetrySample as dicts); None for an unknown run."""
     return Run.objects.filter(pk=run_id).values_list("telemetry", flat=True).first()
 
 
 def run_signature(*, run: Run) -> str:
-    """What changes when a run moves on: its status, stage start and attempt."""
+    """What changes when a run moves on: its status, stage start and attempt, and each heartbeat, which
+    brings the latest tail of the logs being written."""
     stage_started_at = run.stage_started_at.isoformat() if run.stage_started_at else ""
-    return f"{run.status}:{run.attempt}:{stage_started_at}"
+    heartbeat_at = run.heartbeat_at.isoformat() if run.heartbeat_at else ""
+    return f"{run.status}:{run.attempt}:{stage_started_at}:{heartbeat_at}"
 
 
 def run_live_signature(*, run_id: int) -> str | None:
     """run_signature of a run read afresh; None for an unknown run. One query."""
-    run = Run.objects.only("status", "attempt", "stage_started_at").filter(pk=run_id).first()
+    run = Run.objects.only("status", "attempt", "stage_started_at", "heartbeat_at").filter(pk=run_id).first()
     return None if run is None else run_signature(run=run)
 
 

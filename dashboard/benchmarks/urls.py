@@ -1,8 +1,14 @@
 from django.urls import path
 
-from dashboard.benchmarks import api
+from dashboard.benchmarks import api, runner_api
 
 urlpatterns = [
     path("runs/", api.runs_create, name="api-runs-create"),
     path("commits/<str:sha>/measurements/", api.commit_measurements, name="api-commit-measurements"),
+    path("runner/presence/", runner_api.presence, name="api-runner-presence"),
+    path("runner/runs/<int:run_id>/claim/", runner_api.run_claim, name="api-runner-claim"),
+    path("runner/runs/<int:run_id>/heartbeat/", runner_api.run_heartbeat, name="api-runner-heartbeat"),
+    path("runner/runs/<int:run_id>/stage/", runner_api.run_stage, name="api-runner-stage"),
+    path("runner/runs/<int:run_id>/complete/", runner_api.run_complete, name="api-runner-complete"),
+    path("runner/runs/<int:run_id>/fail/", runner_api.run_fail, name="api-runner-fail"),
 ]

@@ -120,6 +120,26 @@ def test_expired_lease_requeues_then_gives_up_after_max_attempts(queued_run) -> 
             assert "stopped answering" in run.failure_reason
     assert run.status == RunStatus.FAILED
     assert run.failure_reason.endswith("gave up after 3 attempts")
+    assert [(a["attempt"], a["outcome"].split(";")[-1].strip()) for a in run.attempts] == [
+        (1, "queued again"),
+        (2, "queued again"),
+        (3, "no attempt left"),
+    ]
+
+
+def test_a_requeued_runs_page_lists_its_lost_attempt(queued_run, client, vllm_cpu_report) -> None:
+    lost, survivor = _runner(), _runner("cpu-survivor")
+    run_claim(run_id=queued_run.pk, runner=lost)
+    Run.objects.filter(pk=queued_run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    runs_requeue_expired()
+    run_claim(run_id=queued_run.pk, runner=survivor)
+    run_complete(run_id=queued_run.pk, runner=survivor, result=_result(vllm_cpu_report))
+
+    page = client.get(f"/runs/{queued_run.pk}/").content.decode()
+
+    assert "Attempts" in page
+    assert f"lost: runner {lost.name} stopped answering during installing; queued again" in page
+    assert "cpu-survivor" in page and ">succeeded<" in page
 
 
 def test_live_lease_is_not_requeued(queued_run) -> None:

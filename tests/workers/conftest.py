@@ -1,8 +1,11 @@
-"""Real Celery workers on the real Redis broker, against the test database."""
+"""Real Celery workers on the real Redis broker. A runner worker gets the environment the README
+documents for a runner node, and nothing else: no DATABASE_URL; it reaches the test's live server with a
+runner token of its own. A control worker gets the test database."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +18,15 @@ import redis
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
+RUNNER_ENV_HEADER = "# /etc/perfwatch/runner.env"
+
+
+def readme_runner_environment() -> dict[str, str]:
+    """The runner node's environment as the README documents it: the KEY=VALUE lines of its block."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split(RUNNER_ENV_HEADER, 1)[1].split("```", 1)[0]
+    pairs = [line.split("=", 1) for line in block.splitlines() if re.match(r"^[A-Z][A-Z0-9_]*=", line)]
+    return {key: value for key, value in pairs}
 
 
 def _database_url() -> str:
@@ -35,21 +47,52 @@ def broker_purged() -> Iterator[str]:
 
 
 @pytest.fixture
-def start_worker(broker_purged: str, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+def start_worker(
+    broker_purged: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Start `celery worker` processes; every one still running is stopped at the end of the test."""
     workers: list[subprocess.Popen[bytes]] = []
 
+    def runner_environment(name: str, hardware_class: str) -> dict[str, str]:
+        from dashboard.tokens.scopes import TokenScope
+        from dashboard.tokens.services import token_create
+
+        live_server = request.getfixturevalue("live_server")
+        token = token_create(
+            name=f"{name}-token", scope=TokenScope.parse(f"runner:{hardware_class}/{name}")
+        ).secret
+        values = {
+            "CELERY_BROKER_URL": broker_purged,
+            "PERFWATCH_API_URL": live_server.url,
+            "PERFWATCH_RUNNER_TOKEN": token,
+            "PERFWATCH_RUNNER_NAME": name,
+            "PERFWATCH_RUNNER_HARDWARE_CLASS": hardware_class,
+            "PERFWATCH_ENV_PYTHON": os.environ.get("PERFWATCH_ENV_PYTHON", "python3.11"),
+            "PERFWATCH_CACHE_DIR": os.environ.get(
+                "PERFWATCH_CACHE_DIR", str(Path.home() / ".cache" / "perfwatch")
+            ),
+            "PERFWATCH_WORK_DIR": str(tmp_path / "runs"),
+        }
+        documented = readme_runner_environment()
+        assert set(values) == set(documented), "the README documents another runner environment"
+        # What any process has, and nothing of this test's own settings (no database, no secrets).
+        basics = {key: os.environ[key] for key in ("PATH", "HOME", "LANG") if key in os.environ}
+        return {**basics, **values, "PYTHONUNBUFFERED": "1"}
+
     def start(*, name: str, queue: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = (tmp_path / f"worker-{name}.log").open("wb")
-        env = {
-            **os.environ,
-            "DATABASE_URL": _database_url(),
-            "CELERY_BROKER_URL": broker_purged,
-            "PERFWATCH_RUNNER_NAME": name,
-            "PERFWATCH_WORK_DIR": str(tmp_path / "runs"),
-            "PYTHONUNBUFFERED": "1",
-            **(extra_env or {}),
-        }
+        if queue.startswith("runner."):
+            env = runner_environment(name, queue.removeprefix("runner."))
+        else:
+            env = {
+                **os.environ,
+                "DATABASE_URL": _database_url(),
+                "CELERY_BROKER_URL": broker_purged,
+                "PERFWATCH_RUNNER_NAME": name,
+                "PERFWATCH_WORK_DIR": str(tmp_path / "runs"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        env.update(extra_env or {})
         process = subprocess.Popen(
             [
                 sys.executable,

@@ -22,7 +22,7 @@ def test_a_redelivered_message_for_a_claimed_run_changes_nothing(start_worker, t
     assert claimed is not None
     before = Run.objects.values().get(pk=run.pk)
 
-    start_worker(name="cpu-second", queue="runner.cpu", extra_env={"PERFWATCH_RUNNER_HARDWARE_CLASS": "cpu"})
+    start_worker(name="cpu-second", queue="runner.cpu")
     for _ in range(2):  # the broker hands the same request over twice
         benchmark_run.apply_async(args=(run.pk,), queue="runner.cpu")
     log = tmp_path / "worker-cpu-second.log"

@@ -12,7 +12,7 @@ def test_an_idle_runner_worker_registers_and_beats(start_worker) -> None:
     start_worker(
         name="cpu-idle",
         queue="runner.cpu",
-        extra_env={"PERFWATCH_RUNNER_HARDWARE_CLASS": "cpu", "PERFWATCH_HEARTBEAT_S": "1"},
+        extra_env={"PERFWATCH_HEARTBEAT_S": "1"},
     )
     wait_for(lambda: Runner.objects.filter(name="cpu-idle").exists(), timeout_s=60, what="the runner row")
     first = Runner.objects.get(name="cpu-idle").last_heartbeat_at

