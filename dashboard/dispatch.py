@@ -29,14 +29,14 @@ app.conf.task_default_queue = DEFAULT_QUEUE
 app.conf.task_queues = (Queue(DEFAULT_QUEUE),)
 
 # The stable names: a message in flight survives a rename of the Python function behind it.
-BENCHMARK_RUN = "perfwatch.benchmark_run"
+RUN_EXECUTE = "perfwatch.run_execute"
 RUNS_REQUEUE_EXPIRED = "perfwatch.runs_requeue_expired"
 RUNS_SCHEDULE = "perfwatch.runs_schedule"
 COMMITS_SYNC = "perfwatch.github_commits_sync"
 TRACKING_ISSUES_SYNC = "perfwatch.github_tracking_issues_sync"
 TRACKING_ISSUE_SYNC = "perfwatch.github_tracking_issue_sync"
 PULL_REQUEST_RECORD = "perfwatch.github_pull_request_record"
-RUN_DETECT = "perfwatch.detect_series"
+RUN_DETECT = "perfwatch.run_detect"
 RECENT_RUNS_DETECT = "perfwatch.detect_recent"
 NOTIFICATION_SEND = "perfwatch.notification_send"
 NOTIFICATIONS_RESEND = "perfwatch.notifications_resend"
@@ -68,10 +68,10 @@ def _after_commit(name: str, *args: Any, tolerant: bool = False, **options: Any)
     return name
 
 
-def benchmark_run(*, run_id: int, hardware_class: str, budget_s: int) -> str:
+def run_execute(*, run_id: int, hardware_class: str, budget_s: int) -> str:
     """Ask a runner node of the run's hardware class to benchmark it, within `budget_s` seconds."""
     return _after_commit(
-        BENCHMARK_RUN,
+        RUN_EXECUTE,
         run_id,
         queue=runner_queue(hardware_class),
         soft_time_limit=budget_s,

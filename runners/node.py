@@ -15,20 +15,20 @@ from typing import Any
 from runners.api_client import ApiUnreachable, RunnerApi, RunNotHeld
 from runners.errors import RunFailed
 from runners.fingerprint import environment_fingerprint
-from runners.pipeline import STAGE_STORING, BenchmarkOutcome, benchmark_execute
+from runners.pipeline import BenchmarkOutcome, benchmark_execute
+from runners.stages import LOG_NAMES, STAGE_STORING, log_path
 from runners.suites import SuiteSpec
 
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_CHARS = 20_000
-LOG_NAMES = ("install", "server", "guidellm", "accuracy")
 
 
 def log_tails(work_dir: Path) -> dict[str, str]:
     """The end of each step's log file in a run's work directory, as far as it is written."""
     tails = {}
     for name in LOG_NAMES:
-        path = work_dir / f"{name}.log"
+        path = log_path(work_dir=work_dir, name=name)
         if path.exists():
             with path.open("rb") as handle:
                 handle.seek(max(0, path.stat().st_size - LOG_TAIL_CHARS))

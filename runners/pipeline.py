@@ -58,15 +58,21 @@ from runners.server import (
     vllm_serve_argv,
     warm_up_body,
 )
+from runners.stages import (
+    LOG_ACCURACY,
+    LOG_GUIDELLM,
+    LOG_INSTALL,
+    LOG_SERVER,
+    STAGE_BENCHMARKING,
+    STAGE_INSTALLING,
+    STAGE_STARTING_SERVER,
+    log_path,
+)
 from runners.suites import AccuracyKind, AccuracySpec, BenchmarkSpec, SuiteSpec
 from runners.telemetry import TelemetrySample, TelemetrySampler
 from runners.text import one_line
 from runners.tiny_model import tiny_model_ensure, tiny_model_name
 
-STAGE_INSTALLING = "installing"
-STAGE_STARTING_SERVER = "starting_server"
-STAGE_BENCHMARKING = "benchmarking"
-STAGE_STORING = "storing"
 HEARTBEAT_INTERVAL_S = 30.0
 TELEMETRY_INTERVAL_S = 2.0
 # Never phone home from a benchmark node, whatever the suite says.
@@ -358,10 +364,10 @@ def benchmark_execute(
     work_dir.mkdir(parents=True, exist_ok=True)
     cache = cache_dir or cache_dir_resolve()
     log_paths = {
-        "install": work_dir / "install.log",
-        "server": work_dir / "server.log",
-        "benchmark": work_dir / "guidellm.log",
-        "accuracy": work_dir / "accuracy.log",
+        "install": log_path(work_dir=work_dir, name=LOG_INSTALL),
+        "server": log_path(work_dir=work_dir, name=LOG_SERVER),
+        "benchmark": log_path(work_dir=work_dir, name=LOG_GUIDELLM),
+        "accuracy": log_path(work_dir=work_dir, name=LOG_ACCURACY),
     }
     report_path = work_dir / "guidellm-report.json"
     cancel = threading.Event()

@@ -14,7 +14,7 @@ from dashboard.dispatch import app
 # Control tasks are idempotent, so they are acknowledged when done: a worker killed mid-task (kill -9,
 # OOM) hands its message back at once, and one that vanished with its host is redelivered after the
 # visibility timeout (CELERY_VISIBILITY_TIMEOUT_S, minutes). Benchmark runs opt out: they last hours,
-# ack on receipt, and are made exactly-once by the run's database lease (see benchmark_run).
+# ack on receipt, and are made exactly-once by the run's database lease (see run_execute in tasks.py).
 app.conf.task_acks_late = True
 app.conf.task_reject_on_worker_lost = True
 # A late-acked task running when the broker connection drops finishes its work; its message, which can

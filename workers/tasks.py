@@ -48,8 +48,8 @@ def runner_api() -> RunnerApi:
     return RunnerApi(base_url=settings.PERFWATCH_API_URL, token=settings.PERFWATCH_RUNNER_TOKEN)
 
 
-@shared_task(name=dispatch.BENCHMARK_RUN, acks_late=False, ignore_result=True)
-def benchmark_run(run_id: int) -> str | None:
+@shared_task(name=dispatch.RUN_EXECUTE, acks_late=False, ignore_result=True)
+def run_execute(run_id: int) -> str | None:
     """Benchmark one run on this node, through the runner API (a runner node has no database access).
     Acknowledged on receipt: a redelivery finds the run claimed."""
     from pathlib import Path
@@ -166,11 +166,11 @@ def github_pull_request_record(repo: str, pull: dict[str, object]) -> int | None
     time_limit=150,
     **RETRY_POLICY,
 )
-def detect_series(run_id: int) -> int:
+def run_detect(run_id: int) -> int:
     """Look for changes in every series run `run_id` touched; idempotent, so a redelivery is harmless."""
-    from dashboard.regressions.alerts import run_detect
+    from dashboard.regressions import alerts
 
-    return run_detect(run_id=run_id).alerts_created
+    return alerts.run_detect(run_id=run_id).alerts_created
 
 
 @shared_task(

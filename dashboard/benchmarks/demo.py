@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Run, Runner, RunStatus, Suite
 from dashboard.benchmarks.services import repository_default, run_results_store
-from dashboard.github.subjects import subject_pr_number
+from dashboard.benchmarks.subjects import subject_pr_number
 from runners.guidellm_report import GuidellmReport, LevelResult
 
 DEMO_SUITE = "kimi-k3-8k1k"

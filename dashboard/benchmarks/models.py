@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import ClassVar
 
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+
+from runners.stages import STAGE_BENCHMARKING, STAGE_INSTALLING, STAGE_STARTING_SERVER, STAGE_STORING
 
 HEADLINE_METRICS: tuple[str, ...] = (
     "output_throughput_tok_s",
@@ -45,14 +48,43 @@ class Repository(models.Model):
         return f"https://github.com/{self.full_name}"
 
 
+# The order of commits on main, the one rule every page, the detector and compare share: the position on
+# the first-parent history where known, then the commit time, then arrival (the id). Three spellings of
+# it, kept side by side: ORM ordering, a Python sort key, and SQL for the detector's window query.
+
+
+def main_order(*, prefix: str = "", newest_first: bool = False) -> list[models.expressions.OrderBy]:
+    """Main's order as ORM ordering; `prefix` reaches the commit through a relation (``"commit__"``)."""
+    fields = (f"{prefix}position", f"{prefix}committed_at", f"{prefix}id")
+    if newest_first:
+        return [models.F(field).desc(nulls_first=True) for field in fields]
+    return [models.F(field).asc(nulls_last=True) for field in fields]
+
+
+def main_order_key(
+    *, position: int | None, committed_at: datetime | None, commit_id: int = 0
+) -> tuple[bool, int, float, int]:
+    """Main's order as a sort key, oldest first."""
+    return (
+        position is None,
+        position or 0,
+        committed_at.timestamp() if committed_at else float("inf"),
+        commit_id,
+    )
+
+
+def main_order_sql(*, alias: str) -> str:
+    """Main's order as an SQL ORDER BY list over the commit table aliased `alias`, oldest first."""
+    return (
+        ", ".join(f"{alias}.{column} IS NULL, {alias}.{column}" for column in ("position", "committed_at"))
+        + f", {alias}.id"
+    )
+
+
 class CommitQuerySet(QuerySet["Commit"]):
-    def in_main_order(self) -> CommitQuerySet:
-        """Oldest first: the order of main where known, then commit time, then arrival."""
-        return self.order_by(
-            models.F("position").asc(nulls_last=True),
-            models.F("committed_at").asc(nulls_last=True),
-            "id",
-        )
+    def in_main_order(self, *, newest_first: bool = False) -> CommitQuerySet:
+        """Commits in main's order (see main_order), oldest first unless `newest_first`."""
+        return self.order_by(*main_order(newest_first=newest_first))
 
 
 class Commit(models.Model):
@@ -125,11 +157,13 @@ class Runner(models.Model):
 
 
 class RunStatus(models.TextChoices):
+    """A run's state; while a runner works on it, the pipeline stage it is in (runners/stages.py)."""
+
     QUEUED = "queued"
-    INSTALLING = "installing"
-    STARTING_SERVER = "starting_server", "starting server"
-    BENCHMARKING = "benchmarking"
-    STORING = "storing"
+    INSTALLING = STAGE_INSTALLING
+    STARTING_SERVER = STAGE_STARTING_SERVER, "starting server"
+    BENCHMARKING = STAGE_BENCHMARKING
+    STORING = STAGE_STORING
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from dashboard import dispatch
@@ -61,7 +61,7 @@ def _dispatch(run: Run) -> None:
     # The task may take as long as its suite's steps together, and a margin for storing.
     budget_s = int(sum(float(v) for v in run.suite.timeouts.values()) or 3 * 3600) + 600
     Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
-    dispatch.benchmark_run(run_id=run.pk, hardware_class=run.hardware_class, budget_s=budget_s)
+    dispatch.run_execute(run_id=run.pk, hardware_class=run.hardware_class, budget_s=budget_s)
 
 
 def run_enqueue(
@@ -301,12 +301,23 @@ def runs_requeue_expired() -> list[int]:
     return requeued
 
 
+# The one statement of which runs a staff member may cancel or retry; the run page asks the same.
+CANCELLABLE_STATUSES = (RunStatus.QUEUED, *ACTIVE_RUN_STATUSES)
+RETRYABLE_STATUSES = (RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+def run_cancellable(*, run: Run) -> bool:
+    return run.status in CANCELLABLE_STATUSES
+
+
+def run_retryable(*, run: Run) -> bool:
+    return run.status in RETRYABLE_STATUSES and run.source == Run.Source.RUNNER
+
+
 def run_cancel(*, run_id: int, user: AbstractBaseUser | AnonymousUser) -> Run:
     """Cancel a queued or running run; a runner holding it stops at its next step."""
     now = timezone.now()
-    updated = Run.objects.filter(
-        Q(status=RunStatus.QUEUED) | Q(status__in=ACTIVE_RUN_STATUSES), pk=run_id
-    ).update(
+    updated = Run.objects.filter(status__in=CANCELLABLE_STATUSES, pk=run_id).update(
         status=RunStatus.CANCELLED,
         finished_at=now,
         lease_expires_at=None,
@@ -321,7 +332,7 @@ def run_retry(*, run_id: int, user: AbstractBaseUser | AnonymousUser) -> Run:
     """Queue a failed or cancelled runner run again, with a fresh set of attempts."""
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(pk=run_id).first()
-        if run is None or run.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
+        if run is None or run.status not in RETRYABLE_STATUSES:
             raise RunActionRefused("only a failed or cancelled run can be retried")
         if run.source != Run.Source.RUNNER:
             raise RunActionRefused("an ingested report has nothing to run again")

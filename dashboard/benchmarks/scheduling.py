@@ -6,6 +6,8 @@ import re
 
 from dashboard.benchmarks.models import Commit, Run, RunStatus, Suite
 from dashboard.benchmarks.runs import run_enqueue
+from dashboard.benchmarks.subjects import ChangeClass
+from runners.suites import InstallMethod
 
 
 def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_depth: int = 2) -> list[Run]:
@@ -20,7 +22,7 @@ def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_dept
     free = max(0, queue_depth - waiting)
     if not free:
         return []
-    candidates = Commit.objects.filter(position__isnull=False).exclude(change_class="docs_tests_ci")
+    candidates = Commit.objects.filter(position__isnull=False).exclude(change_class=ChangeClass.DOCS_TESTS_CI)
     if suite.oldest_supported_commit:
         oldest = (
             Commit.objects.filter(sha__startswith=suite.oldest_supported_commit.lower())
@@ -45,7 +47,7 @@ def runs_enqueue_versions(*, suite: Suite, versions: list[str], release_commits:
     """Queue one forced run per released version, attached to the release's commit."""
     from dashboard.benchmarks.services import commit_ensure
 
-    if suite.install_settings.get("method") != "pypi_release":
+    if suite.install_settings.get("method") != InstallMethod.PYPI_RELEASE:
         raise VersionUnknown(
             f"suite {suite.name} installs by {suite.install_settings.get('method')}, not releases"
         )
@@ -73,7 +75,7 @@ def runs_schedule_all() -> list[Run]:
     """One scheduling pass over every active suite whose install method follows main's commits."""
     queued: list[Run] = []
     for suite in Suite.objects.filter(is_active=True):
-        if suite.install_settings.get("method") == "pypi_release":
+        if suite.install_settings.get("method") == InstallMethod.PYPI_RELEASE:
             continue  # release suites run what benchmark_versions asks for, not every commit
         queued.extend(runs_schedule(suite=suite))
     return queued

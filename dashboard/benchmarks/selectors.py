@@ -1,44 +1,27 @@
-"""Reads: typed, N+1-safe queries for pages and the JSON API."""
+"""Reads: commits, timelines, suites and their overview, as the pages draw them."""
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any
 
-from django.db.models import (
-    BooleanField,
-    Count,
-    Exists,
-    ExpressionWrapper,
-    F,
-    IntegerField,
-    Max,
-    Min,
-    OuterRef,
-    Prefetch,
-    Q,
-    Subquery,
-    Window,
-)
-from django.db.models.functions import Coalesce, DenseRank
+from django.conf import settings
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, Window
+from django.db.models.functions import DenseRank
 
 from dashboard.benchmarks.models import (
-    ACTIVE_RUN_STATUSES,
-    FINAL_RUN_STATUSES,
     HEADLINE_METRICS,
     Commit,
     Measurement,
+    Repository,
     Run,
-    Runner,
-    RunQuerySet,
     RunStatus,
     Series,
     Suite,
+    main_order,
+    main_order_key,
 )
 
 
@@ -70,6 +53,11 @@ class TimelineSeries:
     points: tuple[TimelinePoint, ...]
 
 
+def repository_default_find() -> Repository | None:
+    """The configured repository's row, or None while nothing has created it: a read never inserts it."""
+    return Repository.objects.filter(full_name=settings.PERFWATCH_GITHUB_REPOSITORY).first()
+
+
 def commit_get(*, sha: str) -> Commit | None:
     """A commit by full sha or unique prefix (7+ characters)."""
     sha = sha.lower()
@@ -89,10 +77,10 @@ def commit_measurements(*, commit: Commit) -> list[MeasurementRow]:
             "series__suite__name", "series__hardware_class", "series__concurrency", "series__metric", "run_id"
         )
     )
-    return _measurement_rows(rows)
+    return measurement_rows(rows)
 
 
-def _measurement_rows(rows: Iterable[Measurement]) -> list[MeasurementRow]:
+def measurement_rows(rows: Iterable[Measurement]) -> list[MeasurementRow]:
     return [
         MeasurementRow(
             suite=row.series.suite.name,
@@ -161,14 +149,9 @@ def timeline_series(
         values[(metric, concurrency, commit_id)].append(value)
         commits[commit_id] = (sha, subject, pr_number, committed_at, position)
 
-    def order(commit_id: int) -> tuple[int, int, float, int]:
+    def order(commit_id: int) -> tuple[bool, int, float, int]:
         _, _, _, committed_at, position = commits[commit_id]
-        return (
-            0 if position is not None else 1,
-            position or 0,
-            committed_at.timestamp() if committed_at else float("inf"),
-            commit_id,
-        )
+        return main_order_key(position=position, committed_at=committed_at, commit_id=commit_id)
 
     ordered_commits = sorted(commits, key=order)
     keys = sorted(
@@ -287,16 +270,6 @@ def suite_facets(*, suite: Suite) -> list[HardwareFacet]:
     ]
 
 
-def _main_order_key(point: TimelinePoint, commit_id: int) -> tuple[bool, int, float, int]:
-    # The order timeline_series uses: known positions first, then commit time, then arrival.
-    return (
-        point.position is None,
-        point.position or 0,
-        point.committed_at.timestamp() if point.committed_at else float("inf"),
-        commit_id,
-    )
-
-
 def suites_sparklines(
     *, metric: str = "output_throughput_tok_s", last: int = 300
 ) -> dict[tuple[int, str], TimelineSeries]:
@@ -316,11 +289,7 @@ def suites_sparklines(
             recency=Window(
                 DenseRank(),
                 partition_by=[F("series_id")],
-                order_by=[
-                    F("commit__position").desc(nulls_first=True),
-                    F("commit__committed_at").desc(nulls_first=True),
-                    F("commit_id").desc(),
-                ],
+                order_by=main_order(prefix="commit__", newest_first=True),
             )
         )
         .filter(recency__lte=last)
@@ -354,7 +323,14 @@ def suites_sparklines(
                 value=sum(values) / len(values),
                 runs=len(values),
             )
-            points.append((_main_order_key(point, commit_id), point))
+            points.append(
+                (
+                    main_order_key(
+                        position=point.position, committed_at=point.committed_at, commit_id=commit_id
+                    ),
+                    point,
+                )
+            )
         points.sort(key=lambda item: item[0])
         sparklines[key] = TimelineSeries(
             metric=metric, concurrency=concurrency, points=tuple(point for _, point in points)
@@ -380,7 +356,7 @@ def commits_recently_benchmarked(*, limit: int = 12) -> list[BenchmarkedCommit]:
             last_finished_at=Max("runs__finished_at"),
         )
         .select_related("repository")
-        .order_by(F("position").desc(nulls_first=True), F("committed_at").desc(nulls_first=True), "-id")
+        .order_by(*main_order(newest_first=True))
     )[:limit]
     return [
         BenchmarkedCommit(
@@ -407,217 +383,3 @@ def commit_neighbours(*, commit: Commit) -> tuple[Commit | None, Commit | None]:
 
 def suites_list() -> list[Suite]:
     return list(Suite.objects.order_by("-is_active", "name"))
-
-
-# Runs and runners: the queue, what is running, what failed, and which node holds what.
-
-RUN_VIEWS: tuple[str, ...] = ("running", "queued", "failed", "succeeded", "cancelled")
-_RUN_VIEW_STATUSES: dict[str, tuple[str, ...]] = {
-    "running": tuple(ACTIVE_RUN_STATUSES),
-    "queued": (RunStatus.QUEUED,),
-    "failed": (RunStatus.FAILED,),
-    "succeeded": (RunStatus.SUCCEEDED,),
-    "cancelled": (RunStatus.CANCELLED,),
-}
-
-
-def _runs_matching(*, suite: str = "", hardware_class: str = "", runner: str = "") -> RunQuerySet:
-    runs = Run.objects.all()
-    if suite:
-        runs = runs.filter(suite__name=suite)
-    if hardware_class:
-        runs = runs.filter(hardware_class=hardware_class)
-    if runner:
-        runs = runs.filter(runner__name=runner)
-    return runs
-
-
-def _queue_position() -> Subquery:
-    """1 + the queued runs of the same hardware class queued before this one: where it waits in its
-    runner queue (ordered by queue time, as the runners of a class take them)."""
-    ahead = (
-        Run.objects.filter(status=RunStatus.QUEUED, hardware_class=OuterRef("hardware_class"))
-        .filter(
-            Q(queued_at__lt=OuterRef("queued_at")) | Q(queued_at=OuterRef("queued_at"), pk__lt=OuterRef("pk"))
-        )
-        .order_by()
-        .values("hardware_class")
-        .annotate(count=Count("pk"))
-        .values("count")
-    )
-    return Subquery(ahead, output_field=IntegerField())
-
-
-def runs_list(*, view: str, suite: str = "", hardware_class: str = "", runner: str = "") -> RunQuerySet:
-    """Runs in one of RUN_VIEWS, ready for a table: queued ones in queue order with `queue_position`,
-    running ones oldest first, finished ones newest first. The raw report is left unread."""
-    runs = (
-        _runs_matching(suite=suite, hardware_class=hardware_class, runner=runner)
-        .filter(status__in=_RUN_VIEW_STATUSES[view])
-        .select_related("suite", "commit", "runner")
-        .defer("report_gz", "telemetry", "logs", "server_metrics", "commands", "environment")
-    )
-    if view == "queued":
-        return runs.annotate(queue_position=Coalesce(_queue_position(), 0) + 1).order_by("queued_at", "pk")
-    if view == "running":
-        return runs.order_by("started_at", "pk")
-    return runs.order_by(F("finished_at").desc(nulls_last=True), "-pk")
-
-
-def runs_counts(*, suite: str = "", hardware_class: str = "", runner: str = "") -> dict[str, int]:
-    """How many runs each of RUN_VIEWS holds under these filters. One query."""
-    return _runs_matching(suite=suite, hardware_class=hardware_class, runner=runner).aggregate(
-        **{view: Count("pk", filter=Q(status__in=statuses)) for view, statuses in _RUN_VIEW_STATUSES.items()}
-    )
-
-
-@dataclass(frozen=True)
-class RunFilterChoices:
-    suites: tuple[str, ...]
-    hardware_classes: tuple[str, ...]
-    runners: tuple[str, ...]
-
-
-def runs_filter_choices() -> RunFilterChoices:
-    """What the runs page can be filtered by. Three queries."""
-    return RunFilterChoices(
-        suites=tuple(Suite.objects.order_by("name").values_list("name", flat=True)),
-        hardware_classes=tuple(
-            Run.objects.order_by("hardware_class").values_list("hardware_class", flat=True).distinct()
-        ),
-        runners=tuple(Runner.objects.order_by("name").values_list("name", flat=True)),
-    )
-
-
-def runs_live_signature(*, suite: str = "", hardware_class: str = "", runner: str = "") -> str:
-    """A short digest that changes whenever a run under these filters is queued, changes stage or
-    finishes: a page polls it and reloads when it moves. Two queries."""
-    runs = _runs_matching(suite=suite, hardware_class=hardware_class, runner=runner)
-    unfinished = list(runs.exclude(status__in=FINAL_RUN_STATUSES).order_by("pk").values_list("pk", "status"))
-    finished = runs.filter(status__in=FINAL_RUN_STATUSES).aggregate(last=Max("pk"), count=Count("pk"))
-    state = repr((unfinished, finished["last"], finished["count"]))
-    return hashlib.sha1(state.encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class RunDetail:
-    run: Run
-    has_report: bool
-    has_telemetry: bool
-
-
-def run_detail(*, run_id: int) -> RunDetail | None:
-    """A run with its suite, commit and runner, and whether it holds a report and telemetry; the report
-    and the telemetry samples themselves are left unread. One query."""
-    row = (
-        Run.objects.select_related("suite", "commit__repository", "runner")
-        .defer("report_gz", "telemetry")
-        .annotate(
-            holds_report=ExpressionWrapper(Q(report_gz__isnull=False), output_field=BooleanField()),
-            holds_telemetry=ExpressionWrapper(~Q(telemetry=[]), output_field=BooleanField()),
-        )
-        .filter(pk=run_id)
-        .first()
-    )
-    if row is None:
-        return None
-    return RunDetail(run=row, has_report=row.holds_report, has_telemetry=row.holds_telemetry)
-
-
-def run_queue_position(*, run: Run) -> int | None:
-    """Where a queued run waits in its hardware class's queue; None when it is not queued."""
-    if run.status != RunStatus.QUEUED:
-        return None
-    return (
-        Run.objects.filter(pk=run.pk)
-        .annotate(position=Coalesce(_queue_position(), 0) + 1)
-        .values_list("position", flat=True)
-        .first()
-    )
-
-
-def run_measurements(*, run: Run) -> list[MeasurementRow]:
-    """The measurements one run stored, ordered like a commit's."""
-    rows = (
-        Measurement.objects.filter(run=run)
-        .select_related("series__suite")
-        .order_by("series__hardware_class", "series__concurrency", "series__metric")
-    )
-    return _measurement_rows(rows)
-
-
-def run_report(*, run_id: int) -> bytes | None:
-    """The raw guidellm report a run stored, decompressed; None when the run has none."""
-    stored = Run.objects.filter(pk=run_id).values_list("report_gz", flat=True).first()
-    return gzip.decompress(stored) if stored else None
-
-
-def run_reproduce_script(*, run_id: int) -> str | None:
-    """The bash script that reproduces run `run_id` from its recorded commands; None when it has none."""
-    from runners.reproduce import reproduce_script
-
-    run = Run.objects.select_related("suite", "commit").filter(pk=run_id).first()
-    if run is None or not run.commands:
-        return None
-    title = f"PerfWatch run {run.pk}: suite {run.suite.name} at {run.commit.sha} ({run.status})"
-    return reproduce_script(commands=run.commands, title=title)
-
-
-def run_telemetry(*, run_id: int) -> list[dict[str, Any]] | None:
-    """The GPU samples a run took (runners.telemetry.TelemetrySample as dicts); None for an unknown run."""
-    return Run.objects.filter(pk=run_id).values_list("telemetry", flat=True).first()
-
-
-def run_signature(*, run: Run) -> str:
-    """What changes when a run moves on: its status, stage start and attempt, and each heartbeat, which
-    brings the latest tail of the logs being written."""
-    stage_started_at = run.stage_started_at.isoformat() if run.stage_started_at else ""
-    heartbeat_at = run.heartbeat_at.isoformat() if run.heartbeat_at else ""
-    return f"{run.status}:{run.attempt}:{stage_started_at}:{heartbeat_at}"
-
-
-def run_live_signature(*, run_id: int) -> str | None:
-    """run_signature of a run read afresh; None for an unknown run. One query."""
-    run = Run.objects.only("status", "attempt", "stage_started_at", "heartbeat_at").filter(pk=run_id).first()
-    return None if run is None else run_signature(run=run)
-
-
-@dataclass(frozen=True)
-class RunnerOverview:
-    runner: Runner
-    current_run: Run | None
-    succeeded_recently: int
-    failed_recently: int
-    cancelled_recently: int
-    total_runs: int
-
-
-def runners_overview(*, since: datetime) -> list[RunnerOverview]:
-    """Every runner with the run it holds now and its counts of runs finished since `since`. Two queries."""
-    recent = Q(runs__finished_at__gte=since)
-    runners = Runner.objects.annotate(
-        succeeded_recently=Count("runs", filter=recent & Q(runs__status=RunStatus.SUCCEEDED)),
-        failed_recently=Count("runs", filter=recent & Q(runs__status=RunStatus.FAILED)),
-        cancelled_recently=Count("runs", filter=recent & Q(runs__status=RunStatus.CANCELLED)),
-        total_runs=Count("runs"),
-    ).order_by("hardware_class", "name")
-    current: dict[int, Run] = {}
-    for run in (
-        Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, runner__isnull=False)
-        .select_related("suite", "commit")
-        .defer("report_gz", "telemetry", "logs", "server_metrics", "commands", "environment")
-        .order_by("started_at")
-    ):
-        if run.runner_id is not None:
-            current.setdefault(run.runner_id, run)
-    return [
-        RunnerOverview(
-            runner=runner,
-            current_run=current.get(runner.pk),
-            succeeded_recently=runner.succeeded_recently,
-            failed_recently=runner.failed_recently,
-            cancelled_recently=runner.cancelled_recently,
-            total_runs=runner.total_runs,
-        )
-        for runner in runners
-    ]

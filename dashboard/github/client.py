@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from http.client import HTTPMessage
 from typing import Any
 
-from dashboard.github.subjects import message_split
+from dashboard.benchmarks.subjects import message_split
 from dashboard.github.tracking import repository_validate
 
 API_VERSION = "2022-11-28"

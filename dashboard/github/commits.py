@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Repository
 from dashboard.benchmarks.services import repository_default
+from dashboard.benchmarks.subjects import change_class_from_paths, subject_pr_number, subject_reverted_pr
 from dashboard.github.client import GitHubClient, GitHubError, NotModified
 from dashboard.github.gitmirror import (
     GitMirrorError,
@@ -25,7 +26,6 @@ from dashboard.github.gitmirror import (
 )
 from dashboard.github.models import CommitRevert, CommitSyncState, Tag
 from dashboard.github.pulls import pull_requests_link
-from dashboard.github.subjects import change_class_from_paths, subject_pr_number, subject_reverted_pr
 from dashboard.github.tracking import repository_validate
 from runners.text import one_line
 

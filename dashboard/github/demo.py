@@ -11,8 +11,8 @@ from django.utils import timezone
 from dashboard.benchmarks.demo import OPEN_TRACKING_PR, TRACKING_PRS
 from dashboard.benchmarks.models import Commit
 from dashboard.benchmarks.services import repository_default
+from dashboard.benchmarks.subjects import subject_reverted_pr
 from dashboard.github.models import CommitRevert, PullRequest, PullRequestState, Tag
-from dashboard.github.subjects import subject_reverted_pr
 from dashboard.github.tracking import tracking_issue_parse
 from dashboard.github.tracking_issues import tracking_issue_add, tracking_issue_items_apply
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dashboard.github.subjects import message_split
+from dashboard.benchmarks.subjects import message_split
 
 DEFAULT_READ_TIMEOUT_S = 120.0
 

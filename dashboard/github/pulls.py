@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Repository
+from dashboard.benchmarks.subjects import subject_title
 from dashboard.github.client import PullInfo
 from dashboard.github.models import PullRequest, PullRequestState
-
-_SUBJECT_PR_SUFFIX = re.compile(r"\s*\(#\d+\)\s*$")
-
-
-def _title_from_subject(subject: str) -> str:
-    return _SUBJECT_PR_SUFFIX.sub("", subject)
 
 
 def pull_requests_link(*, repository: Repository) -> int:
@@ -52,7 +45,7 @@ def pull_requests_link(*, repository: Repository) -> int:
         pull.merge_commit_sha = merge.sha
         pull.state = PullRequestState.MERGED
         pull.merged_at = pull.merged_at or merge.committed_at
-        pull.title = pull.title or _title_from_subject(merge.subject)
+        pull.title = pull.title or subject_title(subject=merge.subject)
         pull.author = pull.author or merge.author_name
         linked.append(pull)
     PullRequest.objects.bulk_update(

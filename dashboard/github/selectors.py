@@ -1,4 +1,4 @@
-"""Reads: timeline markers, what each PR of a tracking issue changed, PR and tracking issue pages."""
+"""Reads: timeline markers, tracking issues with their PRs, one PR's page, tags and sync state."""
 
 from __future__ import annotations
 
@@ -10,19 +10,10 @@ from typing import Literal
 
 from django.db.models import Prefetch
 
-from dashboard.benchmarks.compare import change_pct
-from dashboard.benchmarks.comparison import samples_mean
-from dashboard.benchmarks.models import (
-    HEADLINE_METRICS,
-    Commit,
-    Measurement,
-    Repository,
-    Run,
-    RunStatus,
-    Suite,
-    metric_higher_is_better,
-)
-from dashboard.benchmarks.services import repository_default
+from dashboard.benchmarks.models import Commit, Repository, RunStatus, Suite
+from dashboard.benchmarks.selectors import repository_default_find
+from dashboard.benchmarks.subjects import subject_title
+from dashboard.github.impact import PullImpact, pull_impacts, pull_key
 from dashboard.github.models import (
     CommitRevert,
     CommitSyncState,
@@ -32,12 +23,6 @@ from dashboard.github.models import (
     TrackingIssue,
     TrackingIssueItem,
 )
-
-# Commits of this class cannot change serving performance, so they do not make a PR's range ambiguous.
-_INERT_CHANGE_CLASS = "docs_tests_ci"
-
-
-OTHER_PULLS_LISTED = 8
 
 
 @dataclass(frozen=True)
@@ -167,191 +152,6 @@ def tracking_issues_active() -> list[TrackingIssue]:
 
 
 @dataclass(frozen=True)
-class CommitRef:
-    sha: str
-    position: int
-
-    @property
-    def short_sha(self) -> str:
-        return self.sha[:8]
-
-
-@dataclass(frozen=True)
-class MetricChange:
-    metric: str
-    before: float
-    after: float
-    change_pct: float | None
-    # change_pct with its sign turned so that positive is an improvement, whatever the metric's direction.
-    improvement_pct: float | None
-
-
-@dataclass(frozen=True)
-class LevelImpact:
-    concurrency: int
-    changes: tuple[MetricChange | None, ...]  # one per HEADLINE_METRICS entry
-
-    def change(self, metric: str) -> MetricChange | None:
-        return self.changes[HEADLINE_METRICS.index(metric)] if metric in HEADLINE_METRICS else None
-
-
-@dataclass(frozen=True)
-class PullImpact:
-    """A PR's change on one suite and hardware class: last benchmarked commit before its merge against
-    the first one containing it. ``other_commits`` counts the other commits in that range that may have
-    changed performance too; any makes the figures ambiguous."""
-
-    suite: str
-    hardware_class: str
-    before: CommitRef
-    after: CommitRef
-    other_commits: int
-    other_pull_numbers: tuple[int, ...]
-    levels: tuple[LevelImpact, ...]
-
-    @property
-    def ambiguous(self) -> bool:
-        return self.other_commits > 0
-
-    def change(self, *, concurrency: int, metric: str) -> MetricChange | None:
-        level = next((level for level in self.levels if level.concurrency == concurrency), None)
-        return level.change(metric) if level else None
-
-
-def metric_change(*, metric: str, before: float, after: float) -> MetricChange:
-    change = change_pct(base=before, head=after)
-    improvement = None if change is None else (change if metric_higher_is_better(metric) else -change)
-    return MetricChange(
-        metric=metric, before=before, after=after, change_pct=change, improvement_pct=improvement
-    )
-
-
-def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact, ...]]:
-    """Per PR id (or number for unsaved PRs): its impact on every suite and hardware class benchmarked on
-    both sides of its merge. PRs without a placed merge commit get nothing. Four queries in all."""
-    placed = [
-        pull for pull in pulls if pull.merge_commit is not None and pull.merge_commit.position is not None
-    ]
-    if not placed:
-        return {}
-    repository_ids = {pull.repository_id for pull in placed}
-    benchmarked: dict[tuple[str, str], list[tuple[int, int, str]]] = defaultdict(list)
-    for suite, hardware_class, commit_id, position, sha in (
-        Run.objects.succeeded()
-        .filter(commit__repository_id__in=repository_ids, commit__position__isnull=False)
-        .values_list("suite__name", "hardware_class", "commit_id", "commit__position", "commit__sha")
-        .distinct()
-    ):
-        if position is not None:
-            benchmarked[(suite, hardware_class)].append((position, commit_id, sha))
-    for commits in benchmarked.values():
-        commits.sort()
-
-    # (pull key, suite, hardware) -> (before, after) as (position, commit id, sha)
-    ranges: dict[tuple[int, str, str], tuple[tuple[int, int, str], tuple[int, int, str]]] = {}
-    for pull in placed:
-        merge_position = pull.merge_commit.position  # type: ignore[union-attr]
-        for (suite, hardware_class), commits in benchmarked.items():
-            index = bisect.bisect_left(commits, (merge_position, -1, ""))
-            if 0 < index < len(commits):
-                ranges[(_pull_key(pull), suite, hardware_class)] = (commits[index - 1], commits[index])
-    if not ranges:
-        return {}
-
-    commit_ids = {commit[1] for pair in ranges.values() for commit in pair}
-    values: dict[tuple[int, str, str], dict[tuple[int, str], list[float]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    for commit_id, suite, hardware_class, concurrency, metric, value in Measurement.objects.filter(
-        commit_id__in=commit_ids, run__status=RunStatus.SUCCEEDED, series__metric__in=HEADLINE_METRICS
-    ).values_list(
-        "commit_id",
-        "series__suite__name",
-        "series__hardware_class",
-        "series__concurrency",
-        "series__metric",
-        "value",
-    ):
-        values[(commit_id, suite, hardware_class)][(concurrency, metric)].append(value)
-
-    low = min(before[0] for before, _ in ranges.values())
-    high = max(after[0] for _, after in ranges.values())
-    others: list[tuple[int, int | None, int]] = sorted(
-        (
-            (position, pr_number, commit_id)
-            for position, pr_number, commit_id in Commit.objects.filter(
-                repository_id__in=repository_ids, position__gt=low, position__lte=high
-            )
-            .exclude(change_class=_INERT_CHANGE_CLASS)
-            .values_list("position", "pr_number", "id")
-            if position is not None
-        ),
-        key=lambda entry: entry[0],
-    )
-    other_positions = [position for position, _, _ in others]
-
-    impacts: dict[int, list[PullImpact]] = defaultdict(list)
-    for pull in placed:
-        for (suite, hardware_class), _ in sorted(benchmarked.items()):
-            pair = ranges.get((_pull_key(pull), suite, hardware_class))
-            if pair is None:
-                continue
-            before, after = pair
-            in_range = others[
-                bisect.bisect_right(other_positions, before[0]) : bisect.bisect_right(
-                    other_positions, after[0]
-                )
-            ]
-            other = [entry for entry in in_range if entry[2] != pull.merge_commit_id]
-            levels = _level_impacts(
-                before=values.get((before[1], suite, hardware_class), {}),
-                after=values.get((after[1], suite, hardware_class), {}),
-            )
-            if not levels:
-                continue
-            impacts[_pull_key(pull)].append(
-                PullImpact(
-                    suite=suite,
-                    hardware_class=hardware_class,
-                    before=CommitRef(sha=before[2], position=before[0]),
-                    after=CommitRef(sha=after[2], position=after[0]),
-                    other_commits=len(other),
-                    other_pull_numbers=tuple(
-                        number for _, number, _ in other[:OTHER_PULLS_LISTED] if number is not None
-                    ),
-                    levels=levels,
-                )
-            )
-    return {key: tuple(found) for key, found in impacts.items()}
-
-
-def _pull_key(pull: PullRequest) -> int:
-    return pull.pk if pull.pk is not None else -pull.number
-
-
-def _level_impacts(
-    *, before: dict[tuple[int, str], list[float]], after: dict[tuple[int, str], list[float]]
-) -> tuple[LevelImpact, ...]:
-    levels = sorted({concurrency for concurrency, _ in before.keys() & after.keys()})
-    return tuple(
-        LevelImpact(
-            concurrency=concurrency,
-            changes=tuple(
-                metric_change(
-                    metric=metric,
-                    before=samples_mean(before[(concurrency, metric)]),
-                    after=samples_mean(after[(concurrency, metric)]),
-                )
-                if (concurrency, metric) in before and (concurrency, metric) in after
-                else None
-                for metric in HEADLINE_METRICS
-            ),
-        )
-        for concurrency in levels
-    )
-
-
-@dataclass(frozen=True)
 class TrackedPull:
     order: int
     checked: bool | None
@@ -428,7 +228,7 @@ def tracking_issue_detail(*, issue: TrackingIssue) -> TrackingIssueDetail:
             pull=item.pull_request,
             is_external=item.pull_request.repository_id != issue.repository_id,
             reverted_by=reverts.get((item.pull_request.repository_id, item.pull_request.number)),
-            impacts=impacts.get(_pull_key(item.pull_request), ()),
+            impacts=impacts.get(pull_key(item.pull_request), ()),
         )
         for item in items
     )
@@ -481,7 +281,9 @@ class PullDetail:
 def pull_request_detail(*, number: int, repository: Repository | None = None) -> PullDetail | None:
     """A PR of the default repository as known from tracking issues or, failing that, from the ``(#N)``
     commit on main; None if neither knows it."""
-    repository = repository or repository_default()
+    repository = repository or repository_default_find()
+    if repository is None:
+        return None  # nothing synced yet: no PR is known
     pull = (
         PullRequest.objects.select_related("repository", "merge_commit__repository")
         .filter(repository=repository, number=number)
@@ -500,7 +302,7 @@ def pull_request_detail(*, number: int, repository: Repository | None = None) ->
             pull = PullRequest(
                 repository=repository,
                 number=number,
-                title=commit.subject.rsplit(" (#", 1)[0],
+                title=subject_title(subject=commit.subject),
                 author=commit.author_name,
                 state=PullRequestState.MERGED,
                 merged_at=commit.committed_at,
@@ -529,7 +331,7 @@ def pull_request_detail(*, number: int, repository: Repository | None = None) ->
             (repository.pk, number)
         ),
         reverts_pr_number=revert,
-        impacts=pull_impacts(pulls=[pull]).get(_pull_key(pull), ()),
+        impacts=pull_impacts(pulls=[pull]).get(pull_key(pull), ()),
     )
 
 
@@ -544,4 +346,5 @@ def release_tags() -> list[Tag]:
 
 
 def commit_sync_state(*, repository: Repository | None = None) -> CommitSyncState | None:
-    return CommitSyncState.objects.filter(repository=repository or repository_default()).first()
+    repository = repository or repository_default_find()
+    return CommitSyncState.objects.filter(repository=repository).first() if repository else None

@@ -11,7 +11,7 @@ from django.utils.http import urlencode
 from dashboard.benchmarks.compare import CompareRow, MetricColumn, change_pct_format
 from dashboard.benchmarks.comparison import COMPARE_METRICS
 from dashboard.benchmarks.models import HEADLINE_METRICS
-from dashboard.github.selectors import CommitRef, MetricChange, PullImpact
+from dashboard.github.impact import CommitRef, MetricChange, PullImpact
 from dashboard.web.metrics import metric_display
 
 # A change smaller than this is within run-to-run noise: printed, but not coloured.

@@ -9,8 +9,10 @@ from django.db import transaction
 
 from dashboard.benchmarks.models import Commit, Run, RunStatus, Suite
 from dashboard.benchmarks.runs import run_enqueue
+from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.regressions.models import AlertGroup, GroupKind, TriageStatus
 from dashboard.regressions.selectors import PENDING_RUN_STATUSES
+from runners.suites import InstallMethod
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ def _bisection_commit(*, inside: Sequence[Commit], suite: Suite, hardware_class:
     benchmarked = set(runs.filter(status=RunStatus.SUCCEEDED).values_list("commit_id", flat=True))
     last = max((index for index, commit in enumerate(inside) if commit.pk in benchmarked), default=-1)
     # A commit touching only docs, tests or CI cannot be the culprit of a performance change.
-    candidates = [commit for commit in inside[last + 1 :] if commit.change_class != "docs_tests_ci"]
+    candidates = [commit for commit in inside[last + 1 :] if commit.change_class != ChangeClass.DOCS_TESTS_CI]
     return candidates[len(candidates) // 2] if candidates else None
 
 
@@ -82,7 +84,7 @@ def group_bisect(*, group_id: int) -> list[Run]:
         suites = Suite.objects.in_bulk([suite_id for suite_id, _ in pairs])
         for suite_id, hardware_class in pairs:
             suite = suites[suite_id]
-            if suite.install_settings.get("method") == "pypi_release":
+            if suite.install_settings.get("method") == InstallMethod.PYPI_RELEASE:
                 continue
             commit = _bisection_commit(inside=inside, suite=suite, hardware_class=hardware_class)
             if commit is None:

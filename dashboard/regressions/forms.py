@@ -66,8 +66,6 @@ class GroupTriageForm(forms.Form):
         assignee = data.get("assignee")
         alert_status = data.get("alert_status") or None
         alert_ids = [alert.pk for alert in data.get("alerts") or ()]
-        if alert_status and not alert_ids:
-            alert_ids = list(Alert.objects.filter(group_id=self.group_id).values_list("pk", flat=True))
         return TriageChange(
             status=data["status"],
             assignee_id=assignee.pk if assignee else None,

@@ -1,4 +1,8 @@
-"""Reads: series windows for detection and charts, alert lists, a group's page, precision, markers."""
+"""Reads: series windows for detection and charts, alert lists, a group's page, precision, markers.
+
+Over 400 lines on purpose: every read of alerts and their series is here, each page's one query set
+beside the others, so the query-count tests of the alert pages pin one module.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Series,
     Suite,
+    main_order_sql,
 )
 from dashboard.github.models import PullRequest
 from dashboard.regressions.models import (
@@ -70,12 +75,11 @@ class SeriesWindow:
 
 def _commits_sql() -> str:
     run, commit = Run._meta.db_table, Commit._meta.db_table
-    # Main order as CommitQuerySet.in_main_order: position where known, then commit time, then arrival.
     return f"""
         WITH benchmarked AS (
             SELECT c.id AS commit_id, c.position,
                    ROW_NUMBER() OVER (
-                       ORDER BY c.position IS NULL, c.position, c.committed_at IS NULL, c.committed_at, c.id
+                       ORDER BY {main_order_sql(alias="c")}
                    ) AS rank
             FROM {commit} c
             WHERE c.id IN (

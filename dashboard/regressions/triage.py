@@ -9,9 +9,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 
-from dashboard.regressions.alert_groups import alert_upsert, group_refresh
-from dashboard.regressions.alerts import series_lock
-from dashboard.regressions.models import Alert, AlertGroup, AlertKind, TriageEvent, TriageStatus
+from dashboard.regressions.alert_groups import group_refresh
+from dashboard.regressions.models import Alert, AlertGroup, TriageEvent, TriageStatus
 
 
 class TriageRefused(Exception):
@@ -40,7 +39,7 @@ class TriageChange:
     assignee_id: int | None = None
     assignee_set: bool = False  # distinguishes "unassign" (None) from "leave as is"
     notes: str | None = None
-    alert_ids: Sequence[int] = ()
+    alert_ids: Sequence[int] = ()  # with alert_status: the alerts it applies to; none means all of them
     alert_status: str | None = None
 
 
@@ -76,8 +75,10 @@ def group_triage(
         if change.notes is not None and change.notes != group.notes:
             record("notes", group.notes, change.notes)
             group.notes = change.notes
-        if change.alert_status is not None and change.alert_ids:
-            for alert in group.alerts.filter(pk__in=change.alert_ids).order_by("pk"):
+        if change.alert_status is not None:
+            # No alert chosen: the alert status applies to every alert of the group.
+            chosen = group.alerts.filter(pk__in=change.alert_ids) if change.alert_ids else group.alerts.all()
+            for alert in chosen.order_by("pk"):
                 if alert.status != change.alert_status:
                     record("status", alert.status, change.alert_status, alert=alert)
                     alert.status = change.alert_status
@@ -88,35 +89,3 @@ def group_triage(
         TriageEvent.objects.bulk_create(events)
         group_refresh(group)
     return events
-
-
-def alert_mark_missed(
-    *,
-    series_id: int,
-    base_commit_id: int,
-    head_commit_id: int,
-    user: AbstractBaseUser | AnonymousUser,
-    before: float,
-    after: float,
-) -> Alert:
-    """Record by hand a change the detector did not raise: it counts as a miss in the detector's quality."""
-    _user_check(user)
-    with transaction.atomic():
-        series = series_lock().get(pk=series_id)
-        change_pct = (after - before) / abs(before) * 100.0 if before else 0.0
-        kind = AlertKind.IMPROVEMENT if (change_pct > 0) == series.higher_is_better else AlertKind.REGRESSION
-        alert, _ = alert_upsert(
-            series=series,
-            base_commit_id=base_commit_id,
-            head_commit_id=head_commit_id,
-            kind=kind,
-            before=before,
-            after=after,
-            change_pct=change_pct,
-            p_value=None,
-            source=Alert.Source.MANUAL,
-        )
-        TriageEvent.objects.create(
-            group_id=alert.group_id, alert=alert, user_id=user.pk, field="source", new_value="manual"
-        )
-    return alert

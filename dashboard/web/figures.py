@@ -12,6 +12,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from dashboard.benchmarks.models import main_order_key
 from dashboard.benchmarks.selectors import TimelinePoint, TimelineSeries
 from dashboard.github.selectors import Marker
 from dashboard.github.timeline import markers_draw
@@ -72,17 +73,11 @@ def _x_positions(series: Sequence[TimelineSeries]) -> tuple[dict[str, float], bo
         return {point.commit_sha: float(point.position or 0) for point in points}, True
     ranked: dict[str, float] = {}
     # Every series is already in main order; merging them keeps that order for the union of commits.
-    for point in sorted(points, key=_order_key):
+    for point in sorted(
+        points, key=lambda p: main_order_key(position=p.position, committed_at=p.committed_at)
+    ):
         ranked.setdefault(point.commit_sha, float(len(ranked)))
     return ranked, False
-
-
-def _order_key(point: TimelinePoint) -> tuple[bool, int, float]:
-    return (
-        point.position is None,
-        point.position or 0,
-        point.committed_at.timestamp() if point.committed_at else float("inf"),
-    )
 
 
 def _date_label(moment: datetime, *, with_year: bool) -> str:

@@ -12,7 +12,8 @@ from django.http import QueryDict
 from django.utils.http import urlencode
 
 from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Run, RunStatus
-from dashboard.benchmarks.selectors import RUN_VIEWS, RunnerOverview
+from dashboard.benchmarks.run_selectors import RUN_VIEWS, RunnerOverview
+from dashboard.benchmarks.runs import run_cancellable, run_retryable
 from dashboard.web.filters import FilterInvalid
 
 STAGES: tuple[str, ...] = (
@@ -323,10 +324,7 @@ class RunActions:
 
 
 def run_actions(*, run: Run) -> RunActions:
-    return RunActions(
-        cancel=run.status == RunStatus.QUEUED or run.status in ACTIVE_RUN_STATUSES,
-        retry=run.status in (RunStatus.FAILED, RunStatus.CANCELLED) and run.source == Run.Source.RUNNER,
-    )
+    return RunActions(cancel=run_cancellable(run=run), retry=run_retryable(run=run))
 
 
 @dataclass(frozen=True)

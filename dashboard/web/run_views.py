@@ -17,8 +17,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from dashboard.benchmarks import run_selectors
 from dashboard.benchmarks import runs as run_lifecycle
-from dashboard.benchmarks import selectors
 from dashboard.benchmarks.models import Run
 from dashboard.benchmarks.runs import RunActionRefused
 from dashboard.web.filters import FilterInvalid
@@ -74,7 +74,7 @@ class Tab:
 def _overview_sections(filters: RunFilters, counts: dict[str, int]) -> list[RunSection]:
     sections = []
     for view, limit in OVERVIEW_SECTIONS.items():
-        shown = list(selectors.runs_list(view=view, **filters.selector_arguments())[:limit])
+        shown = list(run_selectors.runs_list(view=view, **filters.selector_arguments())[:limit])
         more_url = f"?{filters.query_string(view=view)}" if counts[view] > len(shown) else ""
         sections.append(RunSection(view, SECTION_TITLES[view], shown, counts[view], more_url))
     return sections
@@ -83,7 +83,7 @@ def _overview_sections(filters: RunFilters, counts: dict[str, int]) -> list[RunS
 def _tabs(filters: RunFilters, counts: dict[str, int]) -> list[Tab]:
     return [Tab("All", f"?{filters.query_string(view='')}", None, not filters.view)] + [
         Tab(view.capitalize(), f"?{filters.query_string(view=view)}", counts[view], filters.view == view)
-        for view in selectors.RUN_VIEWS
+        for view in run_selectors.RUN_VIEWS
     ]
 
 
@@ -95,16 +95,16 @@ def runs(request: HttpRequest) -> HttpResponse:
     except FilterInvalid as error:
         filters, status, filter_error = RunFilters(), 400, str(error)
     arguments = filters.selector_arguments()
-    counts = selectors.runs_counts(**arguments)
+    counts = run_selectors.runs_counts(**arguments)
     page = None
     if filters.view:
-        found = selectors.runs_list(view=filters.view, **arguments)
+        found = run_selectors.runs_list(view=filters.view, **arguments)
         page = Paginator(found, PAGE_SIZE).get_page(request.GET.get("page"))
         title = SECTION_TITLES[filters.view].removeprefix("Recent ").capitalize()
         sections = [RunSection(filters.view, title, list(page.object_list), counts[filters.view], "")]
     else:
         sections = _overview_sections(filters, counts)
-    choices = selectors.runs_filter_choices()
+    choices = run_selectors.runs_filter_choices()
     live = filters.view in LIVE_VIEWS and not filter_error
     live_query = filters.query_string(view="")
     context = {
@@ -121,7 +121,7 @@ def runs(request: HttpRequest) -> HttpResponse:
             ("runner", "Runner", "any runner", choices.runners, filters.runner),
         ],
         "live_url": (reverse("web:runs-live") + (f"?{live_query}" if live_query else "")) if live else "",
-        "live_signature": selectors.runs_live_signature(**arguments) if live else "",
+        "live_signature": run_selectors.runs_live_signature(**arguments) if live else "",
         "live_interval_s": LIVE_INTERVAL_S,
         "now": timezone.now(),
     }
@@ -135,12 +135,12 @@ def runs_live(request: HttpRequest) -> HttpResponse:
         filters = run_filters_parse(query=request.GET)
     except FilterInvalid as error:
         return JsonResponse({"error": str(error)}, status=400)
-    return JsonResponse({"signature": selectors.runs_live_signature(**filters.selector_arguments())})
+    return JsonResponse({"signature": run_selectors.runs_live_signature(**filters.selector_arguments())})
 
 
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    detail = selectors.run_detail(run_id=run_id)
+    detail = run_selectors.run_detail(run_id=run_id)
     if detail is None:
         raise Http404(f"No run #{run_id} is known here.")
     run = detail.run
@@ -150,18 +150,18 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "has_report": detail.has_report,
         "now": now,
         "stages": run_stage_bars(run=run, now=now),
-        "queue_position": selectors.run_queue_position(run=run),
+        "queue_position": run_selectors.run_queue_position(run=run),
         "environment": environment_facts(run=run),
         "warnings": (run.environment or {}).get("warnings") or [],
         "server_metrics": server_metrics_table(server_metrics=run.server_metrics or {}),
         "logs": run_log_blocks(run=run),
         "commands": run_command_blocks(run=run),
-        "blocks": commit_measurement_blocks(rows=selectors.run_measurements(run=run)),
+        "blocks": commit_measurement_blocks(rows=run_selectors.run_measurements(run=run)),
         "headline": HEADLINE_DISPLAYS,
         "actions": run_actions(run=run) if request.user.is_staff else None,
         "telemetry_url": reverse("web:run-telemetry", args=[run.pk]) if detail.has_telemetry else "",
         "live_url": "" if run.is_final else reverse("web:run-live", args=[run.pk]),
-        "live_signature": selectors.run_signature(run=run),
+        "live_signature": run_selectors.run_signature(run=run),
         "live_interval_s": LIVE_INTERVAL_S,
     }
     return render(request, "web/runs/run.html", context)
@@ -170,7 +170,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def run_live(request: HttpRequest, run_id: int) -> HttpResponse:
     """`{"signature": "..."}`: changes when the run changes status, stage or attempt."""
-    signature = selectors.run_live_signature(run_id=run_id)
+    signature = run_selectors.run_live_signature(run_id=run_id)
     if signature is None:
         return JsonResponse({"error": f"no run {run_id}"}, status=404)
     return JsonResponse({"signature": signature})
@@ -179,7 +179,7 @@ def run_live(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def run_telemetry(request: HttpRequest, run_id: int) -> HttpResponse:
     """`{"data": [...], "layout": {...}}` of a run's GPU telemetry chart."""
-    samples = selectors.run_telemetry(run_id=run_id)
+    samples = run_selectors.run_telemetry(run_id=run_id)
     if samples is None:
         return JsonResponse({"error": f"no run {run_id}"}, status=404)
     return HttpResponse(plotly.io.to_json(telemetry_figure(samples=samples)), content_type="application/json")
@@ -188,7 +188,7 @@ def run_telemetry(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def run_report(request: HttpRequest, run_id: int) -> HttpResponse:
     """The raw guidellm report the run stored, as it was written."""
-    raw = selectors.run_report(run_id=run_id)
+    raw = run_selectors.run_report(run_id=run_id)
     if raw is None:
         raise Http404(f"Run #{run_id} stored no report.")
     response = HttpResponse(raw, content_type="application/json")
@@ -223,7 +223,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def runners(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
-    overviews = selectors.runners_overview(since=now - timedelta(days=RECENT_DAYS))
+    overviews = run_selectors.runners_overview(since=now - timedelta(days=RECENT_DAYS))
     rows = runner_rows(overviews=overviews, now=now, stale_after_s=settings.PERFWATCH_RUN_LEASE_S)
     return render(
         request,

@@ -9,7 +9,15 @@ from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
 from dashboard import dispatch
-from dashboard.benchmarks.models import Commit, Measurement, Run, Runner, RunStatus, Suite
+from dashboard.benchmarks.models import (
+    ACTIVE_RUN_STATUSES,
+    Commit,
+    Measurement,
+    Run,
+    Runner,
+    RunStatus,
+    Suite,
+)
 from dashboard.benchmarks.runs import (
     LOG_TAIL_CHARS,
     RunActionRefused,
@@ -29,6 +37,7 @@ from dashboard.benchmarks.runs import (
 )
 from dashboard.benchmarks.scheduling import VersionUnknown, runs_enqueue_versions, runs_schedule
 from runners.guidellm_report import report_parse
+from runners.stages import PIPELINE_STAGES
 from tests.factories import CommitFactory, RunnerFactory, SuiteFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +48,7 @@ def queued_run(runner_queue) -> Run:
     """A queued cpu run whose message really went out to the broker (and was taken off it here)."""
     suite = cast(Suite, SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu", concurrencies=[1, 2, 4]))
     run = run_enqueue(commit=cast(Commit, CommitFactory()), suite=suite)
-    assert runner_queue.drain() == [(dispatch.BENCHMARK_RUN, (run.pk,))]
+    assert runner_queue.drain() == [(dispatch.RUN_EXECUTE, (run.pk,))]
     return run
 
 
@@ -180,7 +189,7 @@ def test_scheduler_takes_newest_commits_first_skips_docs_only_and_never_repeats(
 
     first = runs_schedule(suite=suite, queue_depth=2)
     assert [run.commit.position for run in first] == [4, 3]
-    assert runner_queue.drain() == [(dispatch.BENCHMARK_RUN, (run.pk,)) for run in first]
+    assert runner_queue.drain() == [(dispatch.RUN_EXECUTE, (run.pk,)) for run in first]
     assert runs_schedule(suite=suite, queue_depth=2) == []  # the queue is full
 
     Run.objects.filter(pk__in=[run.pk for run in first]).update(status=RunStatus.SUCCEEDED)
@@ -253,7 +262,11 @@ def test_a_run_queued_long_ago_gets_its_message_again(runner_queue, settings) ->
     Run.objects.filter(pk=recent.pk).update(dispatched_at=timezone.now() - timedelta(minutes=5))
 
     assert runs_redispatch_stale() == [old.pk]
-    assert runner_queue.drain() == [(dispatch.BENCHMARK_RUN, (old.pk,))]
+    assert runner_queue.drain() == [(dispatch.RUN_EXECUTE, (old.pk,))]
     dispatched_at = Run.objects.get(pk=old.pk).dispatched_at
     assert dispatched_at is not None and dispatched_at > timezone.now() - timedelta(minutes=1)
     assert runs_redispatch_stale() == []  # not again until it is stale again
+
+
+def test_every_pipeline_stage_is_an_active_run_status() -> None:
+    assert set(PIPELINE_STAGES) <= set(ACTIVE_RUN_STATUSES)

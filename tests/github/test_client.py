@@ -7,6 +7,7 @@ from typing import ClassVar
 
 import pytest
 
+from dashboard.benchmarks.subjects import subject_pr_number, subject_reverted_pr
 from dashboard.github.client import (
     ApiCommit,
     CommitsResponse,
@@ -19,7 +20,6 @@ from dashboard.github.client import (
     RateLimited,
     RateLimitStatus,
 )
-from dashboard.github.subjects import subject_pr_number, subject_reverted_pr
 from dashboard.github.tracking import InvalidRepositoryName, tracking_issue_parse
 from tests.github.recorded_github import FIXTURES, FakeGitHubRecordedServer
 

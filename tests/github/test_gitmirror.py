@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from dashboard.benchmarks.subjects import change_class_from_paths, subject_pr_number, subject_reverted_pr
 from dashboard.github.gitmirror import (
     GitCommit,
     GitMirrorError,
@@ -14,7 +15,6 @@ from dashboard.github.gitmirror import (
     mirror_fetch,
     mirror_tags,
 )
-from dashboard.github.subjects import change_class_from_paths, subject_pr_number, subject_reverted_pr
 
 TIMEOUT_S = 30.0
 # Squash merges on GitHub are committed by GitHub; tags and merges made here need an identity too.

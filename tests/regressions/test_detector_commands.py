@@ -23,7 +23,7 @@ def series_csv(path: Path, *, first: float, second: float, split: int = 412, len
 
 def detect(*arguments: str) -> dict:
     out = StringIO()
-    call_command("detect_series", *arguments, stdout=out)
+    call_command("change_points", *arguments, stdout=out)
     return json.loads(out.getvalue())
 
 
@@ -85,7 +85,7 @@ def test_missing_file_exits_non_zero_with_a_one_line_reason(tmp_path):
     missing = tmp_path / "missing.csv"
 
     finished = subprocess.run(
-        [sys.executable, "manage.py", "detect_series", "--csv", str(missing)],
+        [sys.executable, "manage.py", "change_points", "--csv", str(missing)],
         cwd=REPOSITORY,
         capture_output=True,
         text=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any, cast
 
 import pytest
@@ -21,7 +20,7 @@ from tests.factories import CommitFactory
 from tests.regressions.conftest import noisy
 from tests.workers.conftest import wait_for
 from workers.celery import app as celery_app
-from workers.tasks import detect_series
+from workers.tasks import run_detect
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -97,14 +96,15 @@ def test_concurrent_ingests_on_two_real_workers_never_duplicate_alerts(
     for thread in threads:
         thread.join(timeout=120)
     for run_id in run_ids:
-        detect_series.delay(run_id)
+        run_detect.delay(run_id)
     wait_for(lambda: _idle(broker), timeout_s=300, what="the workers to finish", interval_s=2)
     wait_for(
         lambda: Notification.objects.filter(status=NotificationStatus.SENT).exists(),
         timeout_s=60,
         what="the notification",
     )
-    time.sleep(2)  # room for a second message, were one ever sent
+    # A second message, were one ever sent, would come from the same detections: wait until they are done.
+    wait_for(lambda: _idle(broker), timeout_s=120, what="the workers to settle", interval_s=2)
 
     # One run per report; detection may also queue a bisection run in a range whose reports were arriving.
     assert Run.objects.filter(source=Run.Source.INGEST).count() == BASELINE + AFTER_STEP

@@ -176,7 +176,7 @@ def test_client_past_its_timeout_is_killed_and_fails_the_run(tmp_path):
     with pytest.raises(RunFailed, match="guidellm timed out after 2 s") as raised:
         run_fake(tmp_path, mode="hang", timeout_s=2)
 
-    assert time.monotonic() - started < 2 + 10 + 5
+    assert time.monotonic() - started < 60  # the timeout fired: the client hangs for an hour
     assert raised.value.retryable  # a hang may not happen again; another attempt is worth it
 
 

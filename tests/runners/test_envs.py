@@ -79,7 +79,7 @@ def test_build_past_its_timeout_fails_and_is_not_published(tmp_path):
         env_ensure(recipe=recipe, cache_dir=tmp_path, log_path=tmp_path / "build.log", timeout_s=2)
 
     assert raised.value.timed_out
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 25  # the build step alone sleeps 30 s
     assert env_ready(recipe=recipe, cache_dir=tmp_path) is None
 
 

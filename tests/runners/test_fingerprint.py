@@ -3,6 +3,7 @@
 import json
 import shutil
 import sys
+import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -80,15 +81,18 @@ def test_recorded_nvidia_smi_query_parses_into_one_reading_per_gpu():
 
 def test_sampler_collects_readings_at_its_interval_and_survives_a_failing_read():
     calls = []
+    five_reads = threading.Event()
 
     def recorded_h200_reader():
         calls.append(time.monotonic())
+        if len(calls) >= 5:
+            five_reads.set()
         if len(calls) == 2:
             raise OSError("nvidia-smi vanished for a moment")
         return nvidia_smi_query_parse(csv_text=H200_QUERY)
 
     with TelemetrySampler(interval_s=0.05, reader=(recorded_h200_reader, lambda: None)) as sampler:
-        time.sleep(0.5)
+        assert five_reads.wait(timeout=30)
 
     samples = sampler.samples
     assert len(calls) >= 5 and len(samples) == len(calls) - 1

@@ -12,6 +12,7 @@ import pytest
 
 from runners.envs import COMPLETE_MARKER, EnvRecipe, cache_dir_resolve
 from runners.errors import RunFailed
+from runners.fingerprint import gpu_fingerprint
 from runners.install import env_python_resolve, guidellm_recipe, vllm_recipe
 from runners.pipeline import BenchmarkOutcome, benchmark_execute
 from runners.suites import SuiteSpec, suite_get, suite_parse
@@ -235,7 +236,12 @@ def test_real_vllm_cpu_and_guidellm_benchmark_the_tiny_suite_end_to_end(tmp_path
     successful = sum(level.metrics["requests_successful"] for level in outcome.report.levels)
     # The completions endpoint sends exactly prompt_tokens: the server counted 128 per request.
     assert outcome.metrics_delta["prompt_tokens"] >= successful * suite.benchmark.data.prompt_tokens
-    assert outcome.fingerprint["gpu_count"] == 0
+    # The node's own GPUs, whatever it has: none on a CPU host, its count on a GPU one.
+    host_gpus = gpu_fingerprint()
+    assert (outcome.fingerprint["gpu_count"], outcome.fingerprint["gpu_source"]) == (
+        host_gpus.count,
+        host_gpus.source,
+    )
     assert outcome.fingerprint["vllm_package_versions"]["vllm-cpu"] == "0.32.0"
     assert outcome.fingerprint["torch_version"].startswith("2.13.0")
     assert outcome.telemetry == ()

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_redelivered_message_for_a_claimed_run_changes_nothing(start_worker, tmp_path) -> None:
-    from workers.tasks import benchmark_run
+    from workers.tasks import run_execute
 
     suite = cast(Suite, SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu"))
     run = Run.objects.create(commit=cast(Commit, CommitFactory()), suite=suite, hardware_class="cpu")
@@ -24,7 +24,7 @@ def test_a_redelivered_message_for_a_claimed_run_changes_nothing(start_worker, t
 
     start_worker(name="cpu-second", queue="runner.cpu")
     for _ in range(2):  # the broker hands the same request over twice
-        benchmark_run.apply_async(args=(run.pk,), queue="runner.cpu")
+        run_execute.apply_async(args=(run.pk,), queue="runner.cpu")
     log = tmp_path / "worker-cpu-second.log"
     wait_for(lambda: log.read_text().count("succeeded in") == 2, timeout_s=90, what="both deliveries")
 

@@ -14,14 +14,14 @@ def _tasks() -> dict:
 
 
 def test_a_benchmark_run_is_acknowledged_on_receipt_and_made_exactly_once_by_its_lease() -> None:
-    assert _tasks()["perfwatch.benchmark_run"].acks_late is False
+    assert _tasks()["perfwatch.run_execute"].acks_late is False
 
 
 def test_short_control_tasks_are_acknowledged_late_and_handed_back_when_their_worker_dies() -> None:
     late = {name for name, task in _tasks().items() if task.acks_late}
 
     assert {
-        "perfwatch.detect_series",
+        "perfwatch.run_detect",
         "perfwatch.notification_send",
         "perfwatch.runs_requeue_expired",
         "perfwatch.runs_schedule",
@@ -47,4 +47,4 @@ def test_retries_outlast_a_database_restart() -> None:
         wait *= 2
     assert RETRY_POLICY["retry_jitter"] is False
     assert sum(waits) >= 600  # ten minutes of outage, where three retries used to span three seconds
-    assert _tasks()["perfwatch.detect_series"].autoretry_for == RETRY_POLICY["autoretry_for"]
+    assert _tasks()["perfwatch.run_detect"].autoretry_for == RETRY_POLICY["autoretry_for"]

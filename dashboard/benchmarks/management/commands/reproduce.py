@@ -3,7 +3,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.benchmarks.selectors import run_reproduce_script
+from dashboard.benchmarks.run_selectors import run_reproduce_script
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 import pytest
 
-from dashboard.github.subjects import (
+from dashboard.benchmarks.subjects import (
     change_class_from_paths,
     message_split,
     subject_pr_number,

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from enum import StrEnum
 from pathlib import PurePosixPath
-from typing import Literal
 
-ChangeClass = Literal["docs_tests_ci", "python", "native"]
+
+class ChangeClass(StrEnum):
+    """What a commit's files touch, lightest first (stored in ``Commit.change_class``)."""
+
+    DOCS_TESTS_CI = "docs_tests_ci"  # never reaches an installed vLLM: cannot change its performance
+    PYTHON = "python"
+    NATIVE = "native"
+
 
 _PR_SUFFIX = re.compile(r"\(#(?P<number>\d+)\)")
 _REVERT_SUBJECT = re.compile(r"^\s*(?:\[[^\]]*\]\s*)*revert\b:?\s*(?P<rest>.*)$", re.IGNORECASE)
@@ -53,7 +60,7 @@ _NATIVE_FILES = frozenset(
 )
 # Requirement files that only the test, docs and lint jobs install.
 _NON_RUNTIME_REQUIREMENTS = re.compile(r"(?:.*test.*|docs|lint|dev)", re.IGNORECASE)
-_WEIGHT: dict[ChangeClass, int] = {"docs_tests_ci": 0, "python": 1, "native": 2}
+_WEIGHT: dict[ChangeClass, int] = {ChangeClass.DOCS_TESTS_CI: 0, ChangeClass.PYTHON: 1, ChangeClass.NATIVE: 2}
 
 
 def message_split(*, message: str) -> tuple[str, str]:
@@ -65,6 +72,11 @@ def message_split(*, message: str) -> tuple[str, str]:
     end = next((index for index, line in enumerate(lines) if not line.strip()), len(lines))
     subject = " ".join(line.strip() for line in lines[:end])
     return subject, "\n".join(lines[end:]).strip("\n")
+
+
+def subject_title(*, subject: str) -> str:
+    """A squash-merged commit's subject without its trailing ``(#N)``: the PR's title."""
+    return _TRAILING_PR_SUFFIX.sub("", subject)
 
 
 def subject_pr_number(*, subject: str) -> int | None:
@@ -106,12 +118,12 @@ def change_class_from_paths(*, paths: Iterable[str]) -> ChangeClass:
     (scripts that drive vLLM but are not part of the package; ``vllm/benchmarks/`` is). ``python``:
     everything else, since an unknown file may well be read at run time.
     """
-    heaviest: ChangeClass = "docs_tests_ci"
+    heaviest = ChangeClass.DOCS_TESTS_CI
     for path in paths:
         change_class = _path_class(path)
         if _WEIGHT[change_class] > _WEIGHT[heaviest]:
             heaviest = change_class
-            if heaviest == "native":
+            if heaviest == ChangeClass.NATIVE:
                 break
     return heaviest
 
@@ -119,19 +131,19 @@ def change_class_from_paths(*, paths: Iterable[str]) -> ChangeClass:
 def _path_class(path: str) -> ChangeClass:
     parts = PurePosixPath(path).parts
     if not parts:
-        return "docs_tests_ci"
+        return ChangeClass.DOCS_TESTS_CI
     name = parts[-1]
     suffix = PurePosixPath(name).suffix.lower()
     top = parts[0] if len(parts) > 1 else ""
     if top in _DOCS_TESTS_CI_DIRECTORIES or suffix in _DOCS_SUFFIXES or name in _DOCS_TESTS_CI_FILES:
-        return "docs_tests_ci"
+        return ChangeClass.DOCS_TESTS_CI
     if top == "requirements" and _NON_RUNTIME_REQUIREMENTS.fullmatch(PurePosixPath(name).stem):
-        return "docs_tests_ci"
+        return ChangeClass.DOCS_TESTS_CI
     if (
         top in _NATIVE_DIRECTORIES
         or suffix in _NATIVE_SUFFIXES
         or name in _NATIVE_FILES
         or name.startswith("Dockerfile")
     ):
-        return "native"
-    return "python"
+        return ChangeClass.NATIVE
+    return ChangeClass.PYTHON
