@@ -11,6 +11,7 @@ import time
 import psycopg
 import pytest
 
+from dashboard import dispatch
 from tests.faults.conftest import PostgresCluster, RedisServer, send_task
 from tests.workers.conftest import ROOT, wait_for
 
@@ -71,7 +72,7 @@ def test_detection_outlasts_a_postgresql_restart_and_alerts_once(
     assert _counts(own_postgres) == (0, 0)
 
     own_postgres.stop()  # every connection cut, as a crash or a restart cuts them
-    send_task(own_redis.url, "perfwatch.detect_series", run_id)
+    send_task(own_redis.url, dispatch.RUN_DETECT, run_id)
     time.sleep(OUTAGE_S)
     own_postgres.start()
 
@@ -79,7 +80,7 @@ def test_detection_outlasts_a_postgresql_restart_and_alerts_once(
     assert _counts(own_postgres) == (1, 1)
     assert worker.poll() is None
     # Detecting the same run again finds the alert it already raised: nothing is duplicated.
-    send_task(own_redis.url, "perfwatch.detect_series", run_id)
+    send_task(own_redis.url, dispatch.RUN_DETECT, run_id)
     send_task(own_redis.url, "perfwatch.notifications_resend")
     time.sleep(5)
     assert _counts(own_postgres) == (1, 1)
