@@ -10,7 +10,8 @@ PYTHON ?= $(firstword $(shell for p in python3.14 python3.13 python3.12 python3;
 	&& command -v $$p; done; ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python3 2>/dev/null))
 HOST ?= 127.0.0.1
 PORT ?= 8000
-DEMO_ENV := PERFWATCH_DEMO=1 DATABASE_URL=sqlite:///$(CURDIR)/var/demo.sqlite3
+DEMO_ENV_FILE := var/demo.env
+DEMO_ENV := env $$(cat $(DEMO_ENV_FILE))
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/perfwatch
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
@@ -27,7 +28,13 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
-demo: $(BIN)/.installed
+# The demo's settings, with a secret key made once for this checkout (served on plain HTTP, locally).
+$(DEMO_ENV_FILE):
+	@mkdir -p var
+	@echo "PERFWATCH_DEMO=1 PERFWATCH_HTTPS=false DATABASE_URL=sqlite:///$(CURDIR)/var/demo.sqlite3" \
+		"SECRET_KEY=$$(od -An -N48 -tx1 /dev/urandom | tr -d ' \n')" > $@
+
+demo: $(BIN)/.installed $(DEMO_ENV_FILE)
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --no-input
 	$(DEMO_ENV) $(BIN)/python manage.py load_demo
 	$(DEMO_ENV) $(BIN)/python manage.py load_demo_github

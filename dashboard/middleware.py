@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import unquote_plus
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
 
@@ -23,3 +24,12 @@ def nul_bytes_refused(
         return get_response(request)
 
     return middleware
+
+
+def client_ip(request: HttpRequest) -> str:
+    """The browser's address: the last X-Forwarded-For hop when behind the proxy, else the peer."""
+    if settings.PERFWATCH_BEHIND_PROXY:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
+        if forwarded:
+            return forwarded
+    return str(request.META.get("REMOTE_ADDR", ""))

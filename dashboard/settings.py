@@ -1,10 +1,13 @@
 """The one settings module: every value comes from the environment (see .env.example)."""
 
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import environ
 import plotly
+from csp.constants import NONE, SELF, UNSAFE_INLINE
+from django.core.management.utils import get_random_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -12,9 +15,52 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="insecure-development-key-change-me")
+# No default key: with DEBUG off the web app refuses to start without a real one (dashboard/checks.py).
+# Runner nodes and workers never sign anything and need none.
+SECRET_KEY = env.str("SECRET_KEY", default="") or (get_random_secret_key() if DEBUG else "")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# Served over TLS (the reverse proxy in production): secure cookies, HSTS and a redirect to https.
+PERFWATCH_HTTPS = env.bool("PERFWATCH_HTTPS", default=not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = PERFWATCH_HTTPS
+SECURE_HSTS_SECONDS = 365 * 24 * 3600 if PERFWATCH_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_PRELOAD = PERFWATCH_HTTPS
+CSRF_COOKIE_HTTPONLY = True  # no script reads it; forms carry the token
+# Behind the proxy, its X-Forwarded-Proto says whether the browser used https and its X-Forwarded-For
+# who the browser is (for login throttling). Trusted only when told: elsewhere anyone could send them.
+PERFWATCH_BEHIND_PROXY = env.bool("PERFWATCH_BEHIND_PROXY", default=False)
+if PERFWATCH_BEHIND_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# No inline script anywhere: every script is a static file. Inline style attributes remain (Plotly
+# draws with them), which cannot run code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:", "blob:"],
+        "connect-src": [SELF],
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
+# Admin login throttling: an address that fails five times in a row waits 15 minutes (429).
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_CLIENT_IP_CALLABLE = "dashboard.middleware.client_ip"
+AXES_VERBOSE = False  # no banner on every command's stderr; lockouts are still logged
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -30,6 +76,8 @@ INSTALLED_APPS = [
     "dashboard.github",
     "dashboard.web",
     "dashboard.tokens",
+    "csp",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -42,6 +90,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes asks.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"

@@ -75,3 +75,50 @@ def test_compose_runner_systemd_unit_and_readme_set_exactly_what_a_runner_node_r
     assert "--hostname ${PERFWATCH_RUNNER_NAME}@" in unit
     used = set(re.findall(r"\$\{([A-Z_]+)", unit + compose_command))
     assert used <= expected
+
+
+def test_only_the_tls_proxy_is_published_and_nothing_secret_is_hard_coded() -> None:
+    compose = _compose()
+    services = compose["services"]
+    published = {name for name, service in services.items() if service.get("ports")}
+    assert published == {"proxy"}
+    assert {port.split(":")[0] for port in services["proxy"]["ports"]} == {"80", "443"}
+    assert services["web"]["expose"] == ["8000"]
+    caddyfile = (ROOT / "deploy" / "Caddyfile").read_text()
+    assert "reverse_proxy web:8000" in caddyfile and "{$PERFWATCH_DOMAIN}" in caddyfile
+    assert "./deploy/Caddyfile:/etc/caddy/Caddyfile:ro" in services["proxy"]["volumes"]
+
+    app = compose["x-app"]
+    assert app["env_file"] == [{"path": ".env", "required": False}]
+    text = (ROOT / "docker-compose.yml").read_text()
+    # Every password and key is a variable from .env, never a literal; without it the service refuses.
+    assert re.findall(r"postgres://perfwatch:([^@]*)@", text) == ["${POSTGRES_PASSWORD:-}"]
+    assert re.findall(r"redis://:([^@]*)@", text) == ["${REDIS_PASSWORD:-}"]
+    assert app["environment"]["SECRET_KEY"] == "${SECRET_KEY:-}"
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-}"
+    redis_command = " ".join(services["redis"]["command"])
+    assert 'test -n "$$REDIS_PASSWORD" || {' in redis_command and "--requirepass" in redis_command
+    assert "REDISCLI_AUTH" in " ".join(services["redis"]["healthcheck"]["test"])
+
+
+def test_every_variable_the_central_services_need_is_in_the_production_example() -> None:
+    # The runner service runs on GPU hosts from its own deploy/runner.env, not from this .env.
+    compose = _compose()
+    del compose["services"]["runner"]
+    text = yaml.safe_dump(compose)
+    needed = set(re.findall(r"\$\{([A-Z_]+):[?-]", text))
+    example = set(re.findall(r"^([A-Z_]+)=", (ROOT / ".env.production.example").read_text(), re.M))
+    assert {"SECRET_KEY", "POSTGRES_PASSWORD", "REDIS_PASSWORD", "PERFWATCH_DOMAIN"} <= needed
+    assert needed <= example
+
+
+def test_the_image_runs_as_a_non_root_user() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    users = re.findall(r"^USER\s+(\S+)", dockerfile, re.M)
+    assert users and users[-1] not in ("root", "0")
+    assert (
+        f"useradd --system --uid 10001 --user-group --create-home --home-dir /home/{users[-1]} {users[-1]}"
+        in (" ".join(dockerfile.split()))
+    )
+    # USER comes after every RUN: nothing the running image does has root's rights.
+    assert dockerfile.rindex("USER ") > dockerfile.rindex("RUN ")

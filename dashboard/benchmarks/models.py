@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import ClassVar
+from urllib.parse import quote
 
 from django.db import models
 from django.db.models import Q, QuerySet
@@ -45,7 +46,8 @@ class Repository(models.Model):
 
     @property
     def html_url(self) -> str:
-        return f"https://github.com/{self.full_name}"
+        # Built, never taken from stored data: always a page on github.com, whatever full_name holds.
+        return f"https://github.com/{quote(self.full_name, safe='/')}"
 
 
 # The order of commits on main, the one rule every page, the detector and compare share: the position on

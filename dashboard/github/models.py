@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import ClassVar
+from urllib.parse import quote
 
 from django.db import models
 from django.db.models import QuerySet
@@ -33,7 +34,7 @@ class Tag(models.Model):
 
     @property
     def html_url(self) -> str:
-        return f"{self.repository.html_url}/releases/tag/{self.name}"
+        return f"{self.repository.html_url}/releases/tag/{quote(self.name, safe='')}"
 
 
 class CommitRevert(models.Model):
@@ -83,7 +84,8 @@ class PullRequest(models.Model):
 
     @property
     def url(self) -> str:
-        return self.html_url or f"{self.repository.html_url}/pull/{self.number}"
+        # Built from repository and number: a stored html_url (from a webhook or the API) is never a link.
+        return f"{self.repository.html_url}/pull/{self.number}"
 
 
 class TrackingIssueQuerySet(QuerySet["TrackingIssue"]):
@@ -136,7 +138,7 @@ class TrackingIssue(models.Model):
 
     @property
     def url(self) -> str:
-        return self.html_url or f"{self.repository.html_url}/issues/{self.number}"
+        return f"{self.repository.html_url}/issues/{self.number}"
 
 
 class TrackingIssueItem(models.Model):

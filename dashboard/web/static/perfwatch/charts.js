@@ -94,7 +94,8 @@
   function openClickedPoint(event) {
     var point = event && event.points && event.points[0];
     var target = point && point.customdata && point.customdata[0];
-    if (typeof target === "string" && target.charAt(0) === "/") window.location.assign(target);
+    // Only this site's own pages: "/path", never "//host" or "/\\host", which browsers read as another site.
+    if (typeof target === "string" && /^\/(?![\/\\])/.test(target)) window.location.assign(target);
   }
 
   function showProblem(element, message) {
