@@ -79,7 +79,7 @@ def test_a_pr_marker_shows_the_pr_on_hover_and_opens_its_page(browser, tracked_h
         browser.page.mouse.click(symbol["x"], symbol["y"])
 
     assert browser.page.url == f"{browser.base_url}/prs/50912/"
-    browser.page.wait_for_function("document.body.dataset.chartsDrawn === 'true'", timeout=30_000)
+    browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'", timeout=30_000)
     assert browser.page.locator("h1").inner_text() == "[Perf] Zero-copy mixed prefill/decode batches"
     assert "+25.0 %" in browser.page.locator("table.impact").inner_text()
     zoomed = browser.page.evaluate(
@@ -98,7 +98,7 @@ def test_unticking_a_tracking_issue_removes_its_markers(browser, tracked_history
 
     with browser.page.expect_navigation():
         browser.page.get_by_label("vllm-project/vllm#50587").uncheck()
-    browser.page.wait_for_function("document.body.dataset.chartsDrawn === 'true'", timeout=30_000)
+    browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'", timeout=30_000)
 
     assert "tracking=" in browser.page.url
     assert browser.page.evaluate(MARKER_SYMBOL) is None

@@ -56,7 +56,7 @@ class BrowserPage:
     def open(self, path: str) -> None:
         response = self.page.goto(self.base_url + path)
         assert response is not None and response.ok, path
-        self.page.wait_for_function("document.body.dataset.chartsDrawn === 'true'", timeout=30_000)
+        self.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'", timeout=30_000)
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_zoom_is_shared_by_all_charts_and_kept_in_the_url(browser, build_history
     assert browser.page.evaluate(ranges_js) == [[low, high]] * len(HEADLINE_METRICS)
 
     browser.page.reload()
-    browser.page.wait_for_function("document.body.dataset.chartsDrawn === 'true'")
+    browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'")
     assert browser.page.evaluate(ranges_js) == [[low, high]] * len(HEADLINE_METRICS)
     assert browser.page.evaluate(POINTS_PER_TRACE) == [[30]] * len(HEADLINE_METRICS)
 

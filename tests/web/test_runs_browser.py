@@ -54,7 +54,7 @@ def test_a_running_run_counts_its_time_and_reloads_when_it_changes_stage(browser
     assert browser.page.evaluate(STATUS_BADGE) == "Benchmarking"
 
     Run.objects.filter(pk=run.pk).update(status=RunStatus.STORING, stage_started_at=timezone.now())
-    browser.page.wait_for_function(f"{STATUS_BADGE} === 'Storing'", timeout=10_000)
+    browser.page.wait_for_function(f"() => {STATUS_BADGE} === 'Storing'", timeout=10_000)
     assert browser.console_errors == []
 
 
@@ -62,7 +62,7 @@ def test_a_succeeded_run_draws_its_gpu_telemetry(browser, vllm_cpu_report) -> No
     run = _succeeded_run(raw_report=vllm_cpu_report)
     _open(browser, f"/runs/{run.pk}/", name="run-succeeded")
 
-    browser.page.wait_for_function("document.body.dataset.chartsDrawn === 'true'")
+    browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'")
     traces = browser.page.evaluate(
         "() => document.querySelector('.chart.telemetry').data.map(trace => [trace.yaxis, trace.x.length])"
     )
