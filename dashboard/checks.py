@@ -1,4 +1,4 @@
-"""Start-up refusals: a production server never runs on a missing or known SECRET_KEY."""
+"""Start-up refusals: a production web server never runs on a missing or known SECRET_KEY."""
 
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ def secret_key_refuse() -> None:
         )
 
 
-@register(Tags.security)
+@register(Tags.security, deploy=True)
 def secret_key_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """The same refusal for runserver, migrate and every management command that runs checks."""
+    """The same refusal in `check --deploy` (development commands such as makemigrations need no key)."""
     try:
         secret_key_refuse()
     except ImproperlyConfigured as error:

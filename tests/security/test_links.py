@@ -8,7 +8,7 @@ from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Suite
 from dashboard.github.models import PullRequest, PullRequestState, TrackingIssueItem
-from dashboard.github.services import tracking_issue_add
+from dashboard.github.tracking_issues import tracking_issue_add
 from tests.factories import CommitFactory, SuiteFactory, run_with_values
 
 pytestmark = pytest.mark.django_db
