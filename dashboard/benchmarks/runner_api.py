@@ -18,7 +18,7 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
 
-from dashboard.benchmarks import runs
+from dashboard.benchmarks import runs, services
 from dashboard.benchmarks.models import Run, Runner, RunStatus
 from dashboard.benchmarks.suites import suite_spec
 from dashboard.tokens.auth import token_required
@@ -215,10 +215,10 @@ def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: di
     telemetry = body.get("telemetry") or []
     if not isinstance(telemetry, list):
         raise BodyInvalid("'telemetry' must be a list of samples")
-    runs.run_complete(
+    services.run_complete(
         run_id=run_id,
         runner=runner,
-        result=runs.RunResult(
+        result=services.RunResult(
             raw_report=raw,
             report=report,
             environment=_object(body, "environment"),

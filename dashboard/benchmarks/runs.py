@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,11 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from dashboard import dispatch
-from dashboard.benchmarks.capacity import accuracy_store
 from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Commit, Run, Runner, RunStatus, Suite
-from dashboard.benchmarks.services import run_results_store
-from runners.accuracy import AccuracyResult
-from runners.guidellm_report import GuidellmReport
 from runners.text import one_line
 
 logger = logging.getLogger(__name__)
@@ -39,21 +34,6 @@ class RunNotOwned(Exception):
 
 class RunActionRefused(Exception):
     """A staff action that does not apply to the run in its current state."""
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What a runner hands back when a benchmark completed."""
-
-    raw_report: bytes
-    report: GuidellmReport
-    environment: dict[str, Any]
-    vllm_version: str
-    telemetry: list[dict[str, Any]]
-    server_metrics: dict[str, Any]
-    commands: dict[str, str]
-    logs: dict[str, str]
-    accuracy: AccuracyResult | None = None
 
 
 def _dispatch(run: Run) -> None:
@@ -122,7 +102,7 @@ def run_claim(*, run_id: int, runner: Runner) -> Run | None:
     return Run.objects.select_related("suite", "commit", "runner").get(pk=run_id)
 
 
-def _owned(run_id: int, runner: Runner) -> Any:
+def runs_held(run_id: int, runner: Runner) -> Any:
     return Run.objects.filter(pk=run_id, runner=runner, status__in=ACTIVE_RUN_STATUSES)
 
 
@@ -133,23 +113,23 @@ def run_heartbeat(*, run_id: int, runner: Runner, logs: dict[str, str] | None = 
     Runner.objects.filter(pk=runner.pk).update(last_heartbeat_at=now)
     fields: dict[str, Any] = {"heartbeat_at": now, "lease_expires_at": _lease_until()}
     if logs:
-        fields["logs"] = _log_tails_kept(logs)
-    if not _owned(run_id, runner).update(**fields):
+        fields["logs"] = log_tails_kept(logs)
+    if not runs_held(run_id, runner).update(**fields):
         raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}")
 
 
-def _log_tails_kept(logs: dict[str, str]) -> dict[str, str]:
+def log_tails_kept(logs: dict[str, str]) -> dict[str, str]:
     return {str(name)[:50]: str(text)[-LOG_TAIL_CHARS:] for name, text in logs.items()}
 
 
 def run_stage_enter(*, run_id: int, runner: Runner, stage: str) -> None:
     """Record the end of the current stage and the start of `stage`."""
     with transaction.atomic():
-        run = _owned(run_id, runner).select_for_update().first()
+        run = runs_held(run_id, runner).select_for_update().first()
         if run is None:
             raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}")
         now = timezone.now()
-        run.status, run.stage_started_at, run.stage_durations = stage, now, _durations_closed(run, now)
+        run.status, run.stage_started_at, run.stage_durations = stage, now, stage_durations_closed(run, now)
         run.heartbeat_at, run.lease_expires_at = now, _lease_until()
         run.save(
             update_fields=[
@@ -162,7 +142,7 @@ def run_stage_enter(*, run_id: int, runner: Runner, stage: str) -> None:
         )
 
 
-def _attempt_close(run: Run, outcome: str, now: datetime) -> None:
+def attempt_close(run: Run, outcome: str, now: datetime) -> None:
     """Add the attempt the run is on to its history, with how it ended (one line)."""
     run.attempts = [
         *run.attempts,
@@ -175,38 +155,12 @@ def _attempt_close(run: Run, outcome: str, now: datetime) -> None:
     ]
 
 
-def _durations_closed(run: Run, now: datetime) -> dict[str, float]:
+def stage_durations_closed(run: Run, now: datetime) -> dict[str, float]:
     """The run's stage durations with the stage it is in now closed at `now`."""
     durations = dict(run.stage_durations)
     if run.stage_started_at:
         durations[run.status] = round((now - run.stage_started_at).total_seconds(), 1)
     return durations
-
-
-def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
-    """Store the results of a held run exactly once and mark it succeeded."""
-    with transaction.atomic():
-        run = _owned(run_id, runner).select_for_update().select_related("suite", "commit").first()
-        if run is None:
-            raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}; its results are discarded")
-        now = timezone.now()
-        run.status, run.finished_at, run.stage_durations = (
-            RunStatus.SUCCEEDED,
-            now,
-            _durations_closed(run, now),
-        )
-        run.lease_expires_at = None
-        run.environment = result.environment
-        run.vllm_version = result.vllm_version[:100]
-        run.telemetry = result.telemetry
-        run.server_metrics = result.server_metrics
-        run.commands = result.commands
-        run.logs = _log_tails_kept(result.logs)
-        _attempt_close(run, "succeeded", now)
-        run_results_store(run=run, report=result.report, raw_report=result.raw_report)
-        if result.accuracy is not None:
-            accuracy_store(run=run, accuracy=result.accuracy)
-    return run
 
 
 def run_fail(
@@ -223,14 +177,14 @@ def run_fail(
     commands that ran, and the report guidellm wrote (the run that failed is the one to reproduce)."""
     line = one_line(reason, limit=500) or "failed without a reason"
     with transaction.atomic():
-        run = _owned(run_id, runner).select_for_update().first()
+        run = runs_held(run_id, runner).select_for_update().first()
         if run is None:
             return
         now = timezone.now()
-        run.stage_durations, run.lease_expires_at = _durations_closed(run, now), None
+        run.stage_durations, run.lease_expires_at = stage_durations_closed(run, now), None
         run.status, run.failure_reason, run.finished_at = RunStatus.FAILED, line, now
-        _attempt_close(run, f"failed: {line}", now)
-        run.logs = _log_tails_kept(logs or {}) or run.logs
+        attempt_close(run, f"failed: {line}", now)
+        run.logs = log_tails_kept(logs or {}) or run.logs
         run.environment = environment or run.environment
         run.commands = commands or run.commands
         if raw_report:
@@ -243,14 +197,14 @@ def run_requeue_after_timeout(*, run_id: int, runner: Runner, reason: str) -> bo
     """Queue a held run again after a step timed out, while it has attempts left; False when it has none."""
     line = one_line(reason, limit=400)
     with transaction.atomic():
-        run = _owned(run_id, runner).select_for_update().select_related("suite").first()
+        run = runs_held(run_id, runner).select_for_update().select_related("suite").first()
         if run is None or run.attempt >= run.max_attempts:
             return False
         run.status, run.failure_reason = (
             RunStatus.QUEUED,
             f"attempt {run.attempt} failed on the bench, retrying: {line}",
         )
-        _attempt_close(run, f"failed on the bench, queued again: {line}", timezone.now())
+        attempt_close(run, f"failed on the bench, queued again: {line}", timezone.now())
         run.queued_at, run.lease_expires_at = timezone.now(), None
         run.stage_durations, run.stage_started_at = {}, None
         run.save()
@@ -277,12 +231,12 @@ def runs_requeue_expired() -> list[int]:
                 run.status, run.finished_at = RunStatus.FAILED, now
                 run.failure_reason = f"{lost}; gave up after {run.attempt} attempts"
                 run.lease_expires_at = None
-                _attempt_close(run, f"lost: {lost}; no attempt left", now)
+                attempt_close(run, f"lost: {lost}; no attempt left", now)
                 run.save(
                     update_fields=["status", "finished_at", "failure_reason", "lease_expires_at", "attempts"]
                 )
                 continue
-            _attempt_close(run, f"lost: {lost}; queued again", now)
+            attempt_close(run, f"lost: {lost}; queued again", now)
             run.status, run.failure_reason, run.lease_expires_at = RunStatus.QUEUED, f"requeued: {lost}", None
             run.stage_durations, run.stage_started_at, run.queued_at = {}, None, now
             run.save(

@@ -1,4 +1,4 @@
-"""Writes: the one writer of a run's results, ingest of guidellm reports, and the rows they need."""
+"""Writes: a run's results through their one writer, whether a runner or the ingest API brought them."""
 
 from __future__ import annotations
 
@@ -6,14 +6,23 @@ import gzip
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard import dispatch
-from dashboard.benchmarks.capacity import load_curve_store
+from dashboard.benchmarks.capacity import accuracy_store, load_curve_store
 from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, RunStatus, Series, Suite
+from dashboard.benchmarks.runs import (
+    RunNotOwned,
+    attempt_close,
+    log_tails_kept,
+    runs_held,
+    stage_durations_closed,
+)
+from runners.accuracy import AccuracyResult
 from runners.guidellm_report import GuidellmReport, ReportInvalid, report_parse
 
 _SHA = re.compile(r"^[0-9a-f]{7,40}$")
@@ -191,3 +200,44 @@ def report_ingest(
         )
         return IngestOutcome(run=winner, created=False, measurement_count=0)
     return IngestOutcome(run=run, created=True, measurement_count=count)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a runner hands back when a benchmark completed."""
+
+    raw_report: bytes
+    report: GuidellmReport
+    environment: dict[str, Any]
+    vllm_version: str
+    telemetry: list[dict[str, Any]]
+    server_metrics: dict[str, Any]
+    commands: dict[str, str]
+    logs: dict[str, str]
+    accuracy: AccuracyResult | None = None
+
+
+def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
+    """Store the results of a held run exactly once and mark it succeeded."""
+    with transaction.atomic():
+        run = runs_held(run_id, runner).select_for_update().select_related("suite", "commit").first()
+        if run is None:
+            raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}; its results are discarded")
+        now = timezone.now()
+        run.status, run.finished_at, run.stage_durations = (
+            RunStatus.SUCCEEDED,
+            now,
+            stage_durations_closed(run, now),
+        )
+        run.lease_expires_at = None
+        run.environment = result.environment
+        run.vllm_version = result.vllm_version[:100]
+        run.telemetry = result.telemetry
+        run.server_metrics = result.server_metrics
+        run.commands = result.commands
+        run.logs = log_tails_kept(result.logs)
+        attempt_close(run, "succeeded", now)
+        run_results_store(run=run, report=result.report, raw_report=result.raw_report)
+        if result.accuracy is not None:
+            accuracy_store(run=run, accuracy=result.accuracy)
+    return run

@@ -22,10 +22,8 @@ from dashboard.benchmarks.runs import (
     LOG_TAIL_CHARS,
     RunActionRefused,
     RunNotOwned,
-    RunResult,
     run_cancel,
     run_claim,
-    run_complete,
     run_enqueue,
     run_fail,
     run_heartbeat,
@@ -36,6 +34,7 @@ from dashboard.benchmarks.runs import (
     runs_requeue_expired,
 )
 from dashboard.benchmarks.scheduling import VersionUnknown, runs_enqueue_versions, runs_schedule
+from dashboard.benchmarks.services import RunResult, run_complete
 from runners.guidellm_report import report_parse
 from runners.stages import PIPELINE_STAGES
 from tests.factories import CommitFactory, RunnerFactory, SuiteFactory
