@@ -40,5 +40,5 @@ def test_compare_draws_two_commits_their_objectives_and_both_capacity_points(
     assert ttft["capacities"] == [[f"{BASE_SHA[:8]} capacity", 1], [f"{HEAD_SHA[:8]} capacity", 1]]
     assert ttft["curves"] == [f"{sha[:8]} {stat}" for sha in (BASE_SHA, HEAD_SHA) for stat in ("p50", "p99")]
     assert ttft["points"] > 2 * 4
-    assert charts[1]["objectives"] == [100]
+    assert charts[1]["objectives"] == [150]
     assert browser.console_errors == []

@@ -84,3 +84,22 @@ def test_a_report_without_objectives_stores_its_curve_but_no_capacity(vllm_cpu_r
 
     assert LoadLevel.objects.filter(run=run).count() == 3
     assert _capacity_values(run) == {}
+
+
+def test_a_capacity_drop_is_a_regression_like_a_slowdown(sweep_suite):
+    from dashboard.benchmarks.models import Commit
+    from dashboard.regressions.models import AlertGroup, GroupKind
+    from dashboard.regressions.services import suite_detect_history
+    from tests.factories import CommitFactory, run_with_values
+
+    commits = [cast(Commit, CommitFactory()) for _ in range(60)]
+    for index, commit in enumerate(commits):
+        level = 3.0 if index < 30 else 2.6  # a 13 % lower capacity from commit 30 on
+        value = level * (1 + 0.01 * (((index * 7919) % 101 - 50) / 50.0))
+        run_with_values(commit=commit, suite=sweep_suite, values={(WHOLE_RUN, "capacity_req_s"): value})
+
+    suite_detect_history(suite_name=sweep_suite.name)
+
+    group = AlertGroup.objects.get()
+    assert group.kind == GroupKind.REGRESSION
+    assert (group.base_commit, group.head_commit) == (commits[29], commits[30])

@@ -29,7 +29,7 @@ def test_commit_page_draws_its_load_curve_with_objectives_and_capacity(client: C
     html = client.get(f"/commits/{BASE_SHA}/").content.decode()
 
     assert "Load curve · tiny-llama-cpu-sweep" in html
-    assert "objectives: TTFT p99 ≤ 500 ms, ITL p99 ≤ 100 ms" in html
+    assert "objectives: TTFT p99 ≤ 500 ms, ITL p99 ≤ 150 ms" in html
     figures = _figures(html)
     ttft = figures["load-curve-0-ttft_ms"]
     assert [shape["y0"] for shape in ttft["layout"]["shapes"]] == [500]
@@ -39,7 +39,7 @@ def test_commit_page_draws_its_load_curve_with_objectives_and_capacity(client: C
         f"{BASE_SHA[:8]} capacity",
     ]
     assert len(ttft["data"][0]["x"]) == run.load_levels.count()
-    assert [shape["y0"] for shape in figures["load-curve-0-itl_ms"]["layout"]["shapes"]] == [100]
+    assert [shape["y0"] for shape in figures["load-curve-0-itl_ms"]["layout"]["shapes"]] == [150]
     assert "/static/plotly/plotly.min.js" in html
 
 

@@ -65,10 +65,10 @@ def _suite_argv(name: str) -> tuple[str, ...]:
 def test_sweep_suite_asks_for_guidellm_sweep_and_its_objectives_per_request():
     argv = _suite_argv("tiny-llama-cpu-sweep")
 
-    assert argv[argv.index("--profile") + 1] == "kind=sweep,sweep_size=4,max_concurrency=32"
+    assert argv[argv.index("--profile") + 1] == "kind=sweep,sweep_size=4,max_concurrency=16"
     assert "--override" not in argv
     # ITL objectives are guidellm's per-request tpot (it excludes the first token, as ITL does).
-    assert argv[argv.index("--metrics") + 1] == "kind=generative,slo.tpot_ms=100,slo.ttft_ms=500"
+    assert argv[argv.index("--metrics") + 1] == "kind=generative,slo.tpot_ms=150,slo.ttft_ms=500"
 
 
 def test_latency_objectives_become_milliseconds_and_the_tightest_limit_wins():

@@ -58,7 +58,7 @@ def test_the_sweep_suite_stores_and_draws_a_load_curve_its_capacity_and_its_accu
     assert [level.strategy for level in levels] == ["synchronous", "throughput", "constant", "constant"]
     assert all("slo_attainment_pct" in level.metrics for level in levels)
     assert "slo.ttft_ms=500" in run.commands["benchmark"]
-    # Capacity and the level that broke it; the throughput level (32 in flight) misses the objectives.
+    # Capacity and the level that broke it; the throughput level (16 in flight) misses the objectives.
     curve = commit_load_curve(commit=run.commit, suite=suite, hardware_class="cpu")
     assert curve is not None and curve.capacity is not None
     assert curve.capacity.bounded and curve.capacity.breaking_level
