@@ -5,12 +5,16 @@ from typing import cast
 import pytest
 
 from dashboard.benchmarks.capacity import suite_capacity_recompute
-from dashboard.benchmarks.models import WHOLE_RUN, LoadLevel, Measurement, Run
+from dashboard.benchmarks.models import WHOLE_RUN, Commit, LoadLevel, Measurement, Run
+from dashboard.benchmarks.services import report_ingest
 from dashboard.benchmarks.suites import suite_upsert
+from dashboard.regressions.alerts import suite_detect_history
+from dashboard.regressions.models import AlertGroup, GroupKind
 from runners.capacity import CurvePoint, capacity_derive
 from runners.guidellm_report import report_parse
 from runners.suites import suite_get
 from tests.capacity.conftest import SWEEP_REPORT, spec_with_objectives
+from tests.factories import CommitFactory, run_with_values
 
 pytestmark = pytest.mark.django_db
 
@@ -76,8 +80,6 @@ def test_removing_the_objectives_removes_capacity(sweep_suite, sweep_run_ingest)
 
 
 def test_a_report_without_objectives_stores_its_curve_but_no_capacity(vllm_cpu_report):
-    from dashboard.benchmarks.services import report_ingest
-
     run = report_ingest(
         raw=vllm_cpu_report, commit_sha=SHA, suite_name="tiny-llama-cpu", hardware_class="cpu"
     ).run
@@ -87,11 +89,6 @@ def test_a_report_without_objectives_stores_its_curve_but_no_capacity(vllm_cpu_r
 
 
 def test_a_capacity_drop_is_a_regression_like_a_slowdown(sweep_suite):
-    from dashboard.benchmarks.models import Commit
-    from dashboard.regressions.models import AlertGroup, GroupKind
-    from dashboard.regressions.services import suite_detect_history
-    from tests.factories import CommitFactory, run_with_values
-
     commits = [cast(Commit, CommitFactory()) for _ in range(60)]
     for index, commit in enumerate(commits):
         level = 3.0 if index < 30 else 2.6  # a 13 % lower capacity from commit 30 on
