@@ -6,7 +6,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dashboard.benchmarks.compare import CompareRow, compare_rows
+from dashboard.benchmarks.compare import CompareRow, MetricColumn, compare_rows
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Measurement, RunStatus, Suite
 from dashboard.benchmarks.selectors import commit_get
 
@@ -87,3 +88,13 @@ def comparison_get(
             )
     rows = compare_rows(base=sides["base"], head=sides["head"], metrics=COMPARE_METRICS)
     return Comparison(suite=suite, hardware_class=hardware_class, base=base, head=head, rows=tuple(rows))
+
+
+def metric_columns() -> list[MetricColumn]:
+    """The headline metrics as compare columns: DESIGN.md's headings and the dashboard's precision."""
+    columns = []
+    for metric in COMPARE_METRICS:
+        display = metric_display(metric=metric)
+        heading = f"{display.short_label} {display.unit}".strip()
+        columns.append(MetricColumn(metric=metric, heading=heading, decimals=display.decimals))
+    return columns

@@ -9,10 +9,10 @@ from django.http import QueryDict
 from django.utils.http import urlencode
 
 from dashboard.benchmarks.compare import CompareRow, MetricColumn, change_pct_format
-from dashboard.benchmarks.comparison import COMPARE_METRICS
+from dashboard.benchmarks.comparison import metric_columns
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.github.impact import CommitRef, MetricChange, PullImpact
-from dashboard.web.metrics import metric_display
 
 # A change smaller than this is within run-to-run noise: printed, but not coloured.
 NOISE_PCT = 1.0
@@ -78,16 +78,6 @@ def impact_rows(*, impacts: Sequence[PullImpact]) -> list[ImpactRow]:
                 )
             )
     return rows
-
-
-def metric_columns() -> list[MetricColumn]:
-    """The headline metrics as compare columns: DESIGN.md's headings and the dashboard's precision."""
-    columns = []
-    for metric in COMPARE_METRICS:
-        display = metric_display(metric=metric)
-        heading = f"{display.short_label} {display.unit}".strip()
-        columns.append(MetricColumn(metric=metric, heading=heading, decimals=display.decimals))
-    return columns
 
 
 @dataclass(frozen=True)

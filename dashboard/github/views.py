@@ -19,16 +19,16 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.benchmarks import selectors as benchmark_selectors
 from dashboard.benchmarks.capacity_selectors import commit_load_curve
 from dashboard.benchmarks.compare import compare_markdown
-from dashboard.benchmarks.comparison import Comparison, ComparisonInvalid, comparison_get
+from dashboard.benchmarks.comparison import Comparison, ComparisonInvalid, comparison_get, metric_columns
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
 from dashboard.github import selectors
 from dashboard.github.figures import pull_request_figure as pull_request_figure_build
 from dashboard.github.signatures import signature_verify
-from dashboard.github.tables import compare_table, impact_rows, impact_sort_parse, metric_columns
+from dashboard.github.tables import compare_table, impact_rows, impact_sort_parse
 from dashboard.github.timeline import tracking_query_pairs, tracking_selection_parse
 from dashboard.github.webhook import WEBHOOK_EVENTS, WebhookPayloadInvalid, webhook_delivery_handle
 from dashboard.web.load_curves import LoadCurveSection, load_curve_section
-from dashboard.web.metrics import metric_display
 from dashboard.web.tables import HEADLINE_DISPLAYS
 from dashboard.web.views import commit_url_builder
 

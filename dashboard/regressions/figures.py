@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 
 import plotly.graph_objects as go
 
+from dashboard.benchmarks.metrics import metric_display
+from dashboard.chart_style import FONT, GRID, MUTED
 from dashboard.regressions.models import Alert, AlertKind
 from dashboard.regressions.selectors import ChartPoint
-from dashboard.web.figures import FONT, GRID, MUTED
-from dashboard.web.metrics import metric_display
 
 REGRESSION_COLOR = "#dc2626"
 IMPROVEMENT_COLOR = "#16a34a"

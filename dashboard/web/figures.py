@@ -12,31 +12,15 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import main_order_key
 from dashboard.benchmarks.selectors import TimelinePoint, TimelineSeries
+from dashboard.chart_style import FONT, GRID, HOVER_LABEL, MUTED, PALETTE
 from dashboard.github.selectors import Marker
 from dashboard.github.timeline import markers_draw
 from dashboard.regressions.selectors import AlertMarker
 from dashboard.regressions.timeline import alert_markers_draw
-from dashboard.web.metrics import MetricDisplay, metric_display
 
-# One colour per concurrency level, fixed by the level itself so a line keeps its colour whatever is
-# filtered out; levels are usually powers of two, so log2 spreads them over the palette.
-PALETTE: tuple[str, ...] = (
-    "#2563eb",
-    "#0d9488",
-    "#db2777",
-    "#ca8a04",
-    "#7c3aed",
-    "#ea580c",
-    "#16a34a",
-    "#0891b2",
-    "#be123c",
-)
-FONT = "Inter, ui-sans-serif, system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
-GRID = "#e9edf3"
-MUTED = "#64748b"
-HOVER_LABEL = {"bgcolor": "#0f172a", "bordercolor": "#0f172a", "font": {"color": "#f8fafc", "size": 12}}
 MAX_TICKS = 8
 SUBJECT_CHARS = 90
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from dashboard.benchmarks.capacity_selectors import CommitCurve
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.web.figures import MUTED, chart_layout
-from dashboard.web.metrics import metric_display
 
 # (metric family, chart title); each chart draws p50 and p99 of its family.
 FAMILIES: tuple[tuple[str, str], ...] = (

@@ -10,10 +10,10 @@ from typing import Any
 
 import plotly.io
 
+from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.benchmarks.selectors import MeasurementRow, SuiteOverview, TimelineSeries
 from dashboard.web.figures import CommitUrl, sparkline_figure
-from dashboard.web.metrics import MetricDisplay, metric_display
 
 HEADLINE_DISPLAYS: tuple[MetricDisplay, ...] = tuple(metric_display(metric=m) for m in HEADLINE_METRICS)
 

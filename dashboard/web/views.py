@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET
 from dashboard.benchmarks import selectors
 from dashboard.benchmarks.capacity import CAPACITY_METRICS
 from dashboard.benchmarks.capacity_selectors import commit_accuracy_scores, commit_load_curves
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import WHOLE_RUN, Suite
 from dashboard.benchmarks.selectors import HardwareFacet
 from dashboard.github.selectors import tracking_issues_active
@@ -21,7 +22,6 @@ from dashboard.github.timeline import tracking_toggles
 from dashboard.web.figures import CommitUrl, concurrency_color
 from dashboard.web.filters import STATISTICS, FilterInvalid, TimelineFilters, timeline_filters_parse
 from dashboard.web.load_curves import load_curve_section
-from dashboard.web.metrics import metric_display
 from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, overview_cards
 
 QUICK_RANGES_DAYS = (7, 30, 90)

@@ -4,9 +4,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.selectors import TimelinePoint, TimelineSeries
 from dashboard.web.figures import concurrency_color, sparkline_figure, timeline_figure
-from dashboard.web.metrics import metric_display
 
 
 def _point(index: int, *, position: int | None, value: float = 100.0, runs: int = 1) -> TimelinePoint:

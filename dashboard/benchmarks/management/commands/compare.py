@@ -6,8 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.benchmarks.compare import compare_markdown
-from dashboard.benchmarks.comparison import ComparisonInvalid, comparison_get
-from dashboard.github.tables import metric_columns
+from dashboard.benchmarks.comparison import ComparisonInvalid, comparison_get, metric_columns
 
 
 class Command(BaseCommand):
