@@ -381,5 +381,9 @@ def commit_neighbours(*, commit: Commit) -> tuple[Commit | None, Commit | None]:
     return older, newer
 
 
+def suite_get(*, name: str) -> Suite | None:
+    return Suite.objects.filter(name=name).first()
+
+
 def suites_list() -> list[Suite]:
     return list(Suite.objects.order_by("-is_active", "name"))

@@ -21,7 +21,7 @@ from dashboard.benchmarks.capacity_selectors import commit_load_curve
 from dashboard.benchmarks.compare import compare_markdown
 from dashboard.benchmarks.comparison import Comparison, ComparisonInvalid, comparison_get, metric_columns
 from dashboard.benchmarks.metrics import metric_display
-from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
+from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.github import selectors
 from dashboard.github.figures import pull_request_figure as pull_request_figure_build
 from dashboard.github.signatures import signature_verify
@@ -149,7 +149,7 @@ def pull_request(request: HttpRequest, number: int) -> HttpResponse:
 @require_GET
 def pull_request_figure(request: HttpRequest, number: int, suite: str, metric: str) -> HttpResponse:
     """A timeline of ``suite`` zoomed around the PR's merge, its marker highlighted."""
-    suite_row = Suite.objects.filter(name=suite).first()
+    suite_row = benchmark_selectors.suite_get(name=suite)
     detail = selectors.pull_request_detail(number=number)
     if suite_row is None or detail is None:
         return JsonResponse({"error": f"unknown suite {suite!r} or PR #{number}"}, status=404)

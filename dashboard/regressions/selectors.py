@@ -453,3 +453,12 @@ def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = Non
         )
         for group in groups
     ]
+
+
+def alert_get(*, alert_id: int) -> Alert | None:
+    """One alert with what its chart needs (series and the group's range); None if unknown."""
+    return (
+        Alert.objects.select_related("series", "group__base_commit", "group__head_commit")
+        .filter(pk=alert_id)
+        .first()
+    )

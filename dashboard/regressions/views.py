@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.regressions import selectors
 from dashboard.regressions.figures import alert_figure
 from dashboard.regressions.forms import AlertFilterForm, GroupTriageForm
-from dashboard.regressions.models import Alert, GroupKind, TriageStatus
+from dashboard.regressions.models import GroupKind, TriageStatus
 from dashboard.regressions.notifications import notification_retry
 from dashboard.regressions.triage import TriageRefused, group_triage
 
@@ -120,11 +120,7 @@ def notification_resend(request: HttpRequest, group_id: int, notification_id: in
 @require_GET
 def alert_figure_json(request: HttpRequest, alert_id: int) -> HttpResponse:
     """`{"data": [...], "layout": {...}}` of one alert's chart."""
-    alert = (
-        Alert.objects.select_related("series", "group__base_commit", "group__head_commit")
-        .filter(pk=alert_id)
-        .first()
-    )
+    alert = selectors.alert_get(alert_id=alert_id)
     if alert is None:
         return JsonResponse({"error": f"no alert {alert_id}"}, status=404)
     points = selectors.alert_chart_points(alert=alert, head_commit_id=alert.group.head_commit_id)

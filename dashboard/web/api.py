@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
 from dashboard.benchmarks import selectors
-from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
+from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.github.selectors import timeline_markers
 from dashboard.regressions.selectors import alert_markers
 from dashboard.web.figures import timeline_figure
@@ -18,7 +18,7 @@ from dashboard.web.views import commit_url_builder
 @require_GET
 def suite_figure(request: HttpRequest, suite: str, metric: str) -> HttpResponse:
     """`{"data": [...], "layout": {...}}` of one timeline chart; same filters as the timeline page."""
-    suite_row = Suite.objects.filter(name=suite).first()
+    suite_row = selectors.suite_get(name=suite)
     if suite_row is None:
         return JsonResponse({"error": f"unknown suite {suite!r}"}, status=404)
     try:
@@ -49,7 +49,7 @@ def suite_figure(request: HttpRequest, suite: str, metric: str) -> HttpResponse:
 @require_GET
 def suite_series(request: HttpRequest, suite: str) -> JsonResponse:
     """Raw points of a suite's timelines, with the timeline's filters and `metric` (repeatable)."""
-    suite_row = Suite.objects.filter(name=suite).first()
+    suite_row = selectors.suite_get(name=suite)
     if suite_row is None:
         return JsonResponse({"error": f"unknown suite {suite!r}"}, status=404)
     try:
