@@ -191,6 +191,8 @@ PERFWATCH_WORK_DIR = env.str("PERFWATCH_WORK_DIR", default=str(BASE_DIR / "var" 
 
 # GitHub: main's history from a bare mirror (or the REST API), tracking issues, and the webhook.
 PERFWATCH_COMMIT_SOURCE = env.str("PERFWATCH_COMMIT_SOURCE", default="mirror")
+# Off: beat's periodic sync does nothing (webhooks and `manage.py sync_commits` still work).
+PERFWATCH_COMMIT_SYNC = env.bool("PERFWATCH_COMMIT_SYNC", default=True)
 PERFWATCH_GIT_REMOTE = env.str("PERFWATCH_GIT_REMOTE", default="https://github.com/vllm-project/vllm.git")
 PERFWATCH_GIT_MIRROR_DIR = env.str(
     "PERFWATCH_GIT_MIRROR_DIR", default=str(BASE_DIR / "var" / "mirror" / "vllm.git")

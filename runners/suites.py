@@ -260,6 +260,21 @@ def suites_load(*, directory: Path = SUITES_DIR) -> tuple[SuiteSpec, ...]:
     return tuple(suite_load(path=path) for path in sorted(directory.glob("*.yaml")))
 
 
+def suites_load_each(
+    *, directory: Path = SUITES_DIR
+) -> tuple[tuple[SuiteSpec, ...], tuple[SuiteInvalid, ...]]:
+    """Every suite under `directory` that validates, and the reason of every file that does not: one bad
+    file never keeps the good ones from loading."""
+    good: list[SuiteSpec] = []
+    bad: list[SuiteInvalid] = []
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            good.append(suite_load(path=path))
+        except SuiteInvalid as error:
+            bad.append(error)
+    return tuple(good), tuple(bad)
+
+
 def suite_get(*, name: str, directory: Path = SUITES_DIR) -> SuiteSpec:
     """The suite called `name`; SuiteInvalid when there is no such file."""
     path = directory / f"{name}.yaml"

@@ -106,10 +106,12 @@ def runs_schedule() -> list[int]:
     **RETRY_POLICY,
 )
 def github_commits_sync() -> int:
-    """Sync main's history (mirror or REST, as configured); return how many commits were new."""
-    from dashboard.github.commits import commits_sync
+    """Sync main's history (mirror or REST, as configured), backing off while it is unreachable; return
+    how many commits were new."""
+    from dashboard.github.commits import commits_sync_scheduled
 
-    return commits_sync().commits_new
+    outcome = commits_sync_scheduled()
+    return outcome.commits_new if outcome else 0
 
 
 @shared_task(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -28,6 +29,8 @@ from dashboard.github.models import CommitRevert, CommitSyncState, Tag
 from dashboard.github.pulls import pull_requests_link
 from dashboard.github.tracking import repository_validate
 from runners.text import one_line
+
+logger = logging.getLogger(__name__)
 
 _UPSERT_BATCH = 1000
 
@@ -239,8 +242,19 @@ def _sync_failed(repository: Repository, error: Exception) -> CommitSyncFailed:
 
 def _sync_done(state: CommitSyncState, *, tip_sha: str, etag: str | None = None) -> None:
     state.tip_sha, state.synced_at, state.error = tip_sha, timezone.now(), ""
+    state.failures, state.failing_since, state.next_attempt_at = 0, None, None
     state.etag = state.etag if etag is None else etag
-    state.save(update_fields=["tip_sha", "etag", "synced_at", "error"])
+    state.save(
+        update_fields=[
+            "tip_sha",
+            "etag",
+            "synced_at",
+            "error",
+            "failures",
+            "failing_since",
+            "next_attempt_at",
+        ]
+    )
 
 
 def commits_sync_from_mirror(
@@ -365,3 +379,35 @@ def commits_sync(*, source: str | None = None) -> CommitSyncOutcome:
         initial_limit=settings.PERFWATCH_COMMIT_SYNC_INITIAL_LIMIT,
         timeout_s=settings.PERFWATCH_GIT_FETCH_TIMEOUT_S,
     )
+
+
+SYNC_BACKOFF_BASE = timedelta(minutes=10)
+SYNC_BACKOFF_MAX = timedelta(hours=6)
+
+
+def commits_sync_scheduled() -> CommitSyncOutcome | None:
+    """The periodic sync: off when PERFWATCH_COMMIT_SYNC is false; while the source is unreachable it backs
+    off (10 min, 20 min … 6 h between attempts) and logs one line per attempt, no traceback. The failure is
+    kept on the sync state for the pages to say; None when nothing was synced."""
+    if not settings.PERFWATCH_COMMIT_SYNC:
+        return None
+    repository = repository_default()
+    state, _ = CommitSyncState.objects.get_or_create(repository=repository)
+    now = timezone.now()
+    if state.next_attempt_at is not None and state.next_attempt_at > now:
+        return None
+    try:
+        return commits_sync()
+    except CommitSyncFailed as error:
+        failures = state.failures + 1
+        delay = min(SYNC_BACKOFF_MAX, SYNC_BACKOFF_BASE * 2 ** (failures - 1))
+        CommitSyncState.objects.filter(pk=state.pk).update(
+            failures=failures, failing_since=state.failing_since or now, next_attempt_at=now + delay
+        )
+        logger.warning(
+            "commit sync failed (%d in a row), next attempt in %d min: %s",
+            failures,
+            delay.seconds // 60,
+            error,
+        )
+        return None

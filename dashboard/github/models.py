@@ -167,6 +167,10 @@ class CommitSyncState(models.Model):
     etag = models.CharField(max_length=200, blank=True, help_text="ETag of the REST commit list")
     synced_at = models.DateTimeField(null=True, blank=True)
     error = models.CharField(max_length=500, blank=True)
+    # The scheduled sync backs off while the source is unreachable: failures in a row, and when next.
+    failures = models.PositiveIntegerField(default=0)
+    failing_since = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.repository}: {self.tip_sha[:8] or 'never synced'}"

@@ -21,6 +21,7 @@ from dashboard.benchmarks import run_selectors
 from dashboard.benchmarks import runs as run_lifecycle
 from dashboard.benchmarks.models import Run
 from dashboard.benchmarks.runs import RunActionRefused
+from dashboard.github import selectors as github_selectors
 from dashboard.web.filters import FilterInvalid
 from dashboard.web.run_figures import telemetry_figure
 from dashboard.web.run_pages import (
@@ -234,5 +235,6 @@ def runners(request: HttpRequest) -> HttpResponse:
             "recent_days": RECENT_DAYS,
             "stale_after_s": settings.PERFWATCH_RUN_LEASE_S,
             "refresh_s": RUNNERS_REFRESH_S,
+            "commit_sync": github_selectors.commit_sync_state(),
         },
     )

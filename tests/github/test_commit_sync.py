@@ -309,3 +309,30 @@ def test_rest_sync_keeps_the_change_class_the_mirror_found(remote, tmp_path):
         (7, 50383, "native"),
         (8, 50484, ""),
     ]
+
+
+def test_an_unreachable_source_is_backed_off_quietly_and_said_once_on_the_runners_page(
+    tmp_path, settings, client, caplog
+):
+    from workers.tasks import github_commits_sync
+
+    settings.PERFWATCH_GIT_REMOTE = str(tmp_path / "no-such-repository")
+    settings.PERFWATCH_GIT_MIRROR_DIR = str(tmp_path / "mirror.git")
+
+    assert github_commits_sync() == 0  # no exception: nothing for Celery to print a traceback of
+    first = CommitSyncState.objects.get()
+    assert github_commits_sync() == 0  # within the back-off: not even tried
+    again = CommitSyncState.objects.get()
+
+    assert first.failures == again.failures == 1 and again.next_attempt_at is not None
+    assert [record.exc_info for record in caplog.records if "commit sync failed" in record.getMessage()] == [
+        None
+    ]
+    page = client.get("/runners/").content.decode()
+    assert page.count("Commit sync is failing") == 1 and "git fetch failed" in page
+
+    settings.PERFWATCH_GIT_REMOTE = str(tmp_path / "still-missing")
+    CommitSyncState.objects.update(next_attempt_at=None)
+    settings.PERFWATCH_COMMIT_SYNC = False
+    assert github_commits_sync() == 0
+    assert CommitSyncState.objects.get().failures == 1  # off: no attempt at all

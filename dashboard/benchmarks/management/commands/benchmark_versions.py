@@ -5,6 +5,7 @@ from django.db import transaction
 
 from dashboard.benchmarks.models import Suite
 from dashboard.benchmarks.scheduling import VersionUnknown, runs_enqueue_versions
+from dashboard.benchmarks.services import IngestRejected
 
 
 class Command(BaseCommand):
@@ -38,7 +39,7 @@ class Command(BaseCommand):
         try:
             with transaction.atomic():
                 runs = runs_enqueue_versions(suite=suite, versions=versions, release_commits=overrides)
-        except VersionUnknown as error:
+        except (VersionUnknown, IngestRejected) as error:
             raise CommandError(str(error)) from None
         for run in runs:
             self.stdout.write(
