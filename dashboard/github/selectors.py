@@ -8,6 +8,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from django.conf import settings
 from django.db.models import Prefetch
 
 from dashboard.benchmarks.models import Commit, Repository, RunStatus, Suite
@@ -348,3 +349,13 @@ def release_tags() -> list[Tag]:
 def commit_sync_state(*, repository: Repository | None = None) -> CommitSyncState | None:
     repository = repository or repository_default_find()
     return CommitSyncState.objects.filter(repository=repository).first() if repository else None
+
+
+def commit_sync_failing() -> CommitSyncState | None:
+    """The configured repository's sync state while its last sync failed; None when it is fine. One query,
+    no write (a read of a page never creates the repository row)."""
+    return (
+        CommitSyncState.objects.filter(repository__full_name=settings.PERFWATCH_GITHUB_REPOSITORY)
+        .exclude(error="")
+        .first()
+    )

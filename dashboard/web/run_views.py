@@ -235,6 +235,6 @@ def runners(request: HttpRequest) -> HttpResponse:
             "recent_days": RECENT_DAYS,
             "stale_after_s": settings.PERFWATCH_RUN_LEASE_S,
             "refresh_s": RUNNERS_REFRESH_S,
-            "commit_sync": github_selectors.commit_sync_state(),
+            "commit_sync": github_selectors.commit_sync_failing(),
         },
     )
