@@ -3,6 +3,9 @@
 This is what the runner's Celery task calls. It knows nothing of the database: it reports its stages
 and heartbeats through callbacks, returns a `BenchmarkOutcome`, or raises `RunFailed` with a one-line
 reason. Whatever happens, nothing it started is left running.
+
+Over 400 lines on purpose: the stages share one teardown (server, sampler, heartbeat) and one mapping of
+failures to a stage and a reason, and splitting them would scatter that one guarantee across modules.
 """
 
 from __future__ import annotations
