@@ -1,5 +1,10 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, register_converter
+
+from dashboard.converters import RowId
+
+# Before the apps' URL modules are read: they use <id:...> for every number in a path.
+register_converter(RowId, "id")
 
 urlpatterns = [
     path("admin/", admin.site.urls),

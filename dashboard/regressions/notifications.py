@@ -353,10 +353,15 @@ def notification_send(*, notification_id: int) -> Notification | None:
     return notification
 
 
-def notification_retry(*, notification_id: int) -> Notification:
-    """Queue a failed or interrupted notification again (staff action); a sent one stays sent."""
+def notification_retry(*, notification_id: int, group_id: int) -> Notification | None:
+    """Queue a failed or interrupted notification of that group again (staff action); a sent one stays
+    sent. None, and nothing queued, when the group has no such notification."""
     with transaction.atomic():
-        notification = Notification.objects.select_for_update().get(pk=notification_id)
+        notification = (
+            Notification.objects.select_for_update().filter(pk=notification_id, group_id=group_id).first()
+        )
+        if notification is None:
+            return None
         if notification.status in (NotificationStatus.FAILED, NotificationStatus.INTERRUPTED):
             notification.status = NotificationStatus.PENDING
             notification.save(update_fields=["status"])

@@ -8,12 +8,12 @@ urlpatterns = [
     path("alerts/", views.alerts, name="alerts"),
     path("alerts/feed/", views.AlertsFeed(), name="alerts-feed"),
     path("alerts/precision/", views.precision, name="precision"),
-    path("alerts/<int:group_id>/", views.alert_group, name="alert-group"),
-    path("alerts/<int:group_id>/triage/", views.alert_group_triage, name="alert-group-triage"),
+    path("alerts/<id:group_id>/", views.alert_group, name="alert-group"),
+    path("alerts/<id:group_id>/triage/", views.alert_group_triage, name="alert-group-triage"),
     path(
-        "alerts/<int:group_id>/notifications/<int:notification_id>/resend/",
+        "alerts/<id:group_id>/notifications/<id:notification_id>/resend/",
         views.notification_resend,
         name="notification-resend",
     ),
-    path("api/alerts/<int:alert_id>/figure/", views.alert_figure_json, name="alert-figure"),
+    path("api/alerts/<id:alert_id>/figure/", views.alert_figure_json, name="alert-figure"),
 ]

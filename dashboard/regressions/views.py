@@ -110,8 +110,8 @@ def alert_group_triage(request: HttpRequest, group_id: int) -> HttpResponse:
 @staff_member_required
 @require_POST
 def notification_resend(request: HttpRequest, group_id: int, notification_id: int) -> HttpResponse:
-    notification = notification_retry(notification_id=notification_id)
-    if notification.group_id != group_id:
+    notification = notification_retry(notification_id=notification_id, group_id=group_id)
+    if notification is None:
         raise Http404("no such notification on this group")
     messages.success(request, f"The {notification.get_channel_display()} notification is queued again.")
     return redirect("regressions:alert-group", group_id=group_id)

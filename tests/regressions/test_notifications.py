@@ -201,6 +201,19 @@ def test_a_slack_message_whose_sender_died_is_marked_interrupted_not_sent_twice(
     assert len(notification_channels.slack.requests) == 1
 
 
+def test_resend_of_an_unknown_or_another_groups_notification_is_404_and_queues_nothing(
+    settings, notification_channels, staff_user
+) -> None:
+    group = _single_commit_group()
+    slack = Notification.objects.get(group=group, channel="slack")
+    Notification.objects.filter(pk=slack.pk).update(status=NotificationStatus.FAILED)
+    client = Client()
+    client.force_login(staff_user)
+    assert client.post(f"/alerts/{group.pk + 1}/notifications/{slack.pk}/resend/").status_code == 404
+    assert client.post(f"/alerts/{group.pk}/notifications/{slack.pk + 1000}/resend/").status_code == 404
+    assert Notification.objects.get(pk=slack.pk).status == NotificationStatus.FAILED
+
+
 @pytest.mark.parametrize("posted_before_the_crash", [True, False])
 def test_a_github_comment_whose_sender_died_is_posted_exactly_once(
     settings, notification_channels, posted_before_the_crash
