@@ -217,3 +217,29 @@ def test_nul_bytes_in_a_url_or_query_string_get_400(client: Client, url) -> None
     response = client.get(url)
     assert response.status_code == 400
     assert b"NUL character in the URL" in response.content
+
+
+def test_a_multipart_report_is_streamed_to_disk_not_held_in_memory(client, bearer, settings, vllm_cpu_report):
+    from django.core.files.uploadhandler import TemporaryFileUploadHandler
+
+    from dashboard.benchmarks import api
+
+    # Above this size Django writes a file part to a temporary file as it arrives, chunk by chunk.
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024
+    seen: list[type] = []
+    original = api._multipart_report
+
+    def spy(request):
+        result = original(request)
+        seen.append(type(request.FILES["report"]))
+        return result
+
+    upload = SimpleUploadedFile("report.json", vllm_cpu_report, content_type="application/json")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(api, "_multipart_report", spy)
+        response = client.post(
+            "/api/runs/", {"report": upload, "commit": SHA, "suite": "s", "hardware": "cpu"}, headers=bearer()
+        )
+    assert response.status_code == 201, response.content
+    assert TemporaryFileUploadHandler in [type(h) for h in response.wsgi_request.upload_handlers]
+    assert seen and seen[0].__name__ == "TemporaryUploadedFile"
