@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dashboard.benchmarks.compare import CompareRow, MetricColumn, compare_rows
 from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Measurement, RunStatus, Suite
-from dashboard.benchmarks.selectors import commit_get
-
-
-def samples_mean(samples: Iterable[float]) -> float:
-    samples = list(samples)
-    return sum(samples) / len(samples)
-
+from dashboard.benchmarks.selectors import commit_get, commit_value_of
 
 # The columns of DESIGN.md's table first (throughput, mean latency, mean TTFT), then ITL and TPOT.
 _DESIGN_COLUMNS = ("output_throughput_tok_s", "latency_s_mean", "ttft_ms_mean")
@@ -57,7 +50,7 @@ def commit_resolve(*, ref: str) -> Commit:
 
 
 def commit_suite_values(*, commit: Commit, suite: Suite, hardware_class: str) -> dict[tuple[int, str], float]:
-    """Headline values of ``suite`` on ``hardware_class`` at ``commit``, repeated runs averaged."""
+    """Headline values of ``suite`` on ``hardware_class`` at ``commit``: the median of its runs."""
     samples: dict[tuple[int, str], list[float]] = defaultdict(list)
     for concurrency, metric, value in Measurement.objects.filter(
         commit=commit,
@@ -67,7 +60,7 @@ def commit_suite_values(*, commit: Commit, suite: Suite, hardware_class: str) ->
         series__metric__in=HEADLINE_METRICS,
     ).values_list("series__concurrency", "series__metric", "value"):
         samples[(concurrency, metric)].append(value)
-    return {key: samples_mean(found) for key, found in samples.items()}
+    return {key: commit_value_of(found) for key, found in samples.items()}
 
 
 def comparison_get(

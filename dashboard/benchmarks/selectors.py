@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, Window
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Window
 from django.db.models.functions import DenseRank
 
 from dashboard.benchmarks.models import (
@@ -23,6 +24,12 @@ from dashboard.benchmarks.models import (
     main_order,
     main_order_key,
 )
+
+
+def commit_value_of(values: Iterable[float]) -> float:
+    """A commit's value on a series: the median of its runs (the rule of every page, compare and the
+    detector, whose dashboard.regressions.statistics.commit_value adds the spread)."""
+    return float(statistics.median(values))
 
 
 @dataclass(frozen=True)
@@ -118,7 +125,7 @@ def timeline_series(
     date_to: date | None = None,
     concurrencies: tuple[int, ...] = (),
 ) -> list[TimelineSeries]:
-    """Per (metric, concurrency): one point per benchmarked commit, repeats averaged, in main order."""
+    """Per (metric, concurrency): one point per benchmarked commit (the median of its runs), in main order."""
     measurements = Measurement.objects.filter(
         series__suite=suite,
         series__hardware_class=hardware_class,
@@ -173,7 +180,7 @@ def timeline_series(
                     pr_number=pr_number,
                     committed_at=committed_at,
                     position=position,
-                    value=sum(samples) / len(samples),
+                    value=commit_value_of(samples),
                     runs=len(samples),
                 )
             )
@@ -201,30 +208,40 @@ def suites_overview() -> list[SuiteOverview]:
     )
     last_runs = {
         run.pk: run
-        for run in Run.objects.filter(pk__in=[p["last_run_id"] for p in pair_list])
-        .select_related("commit__repository")
-        .prefetch_related(
-            Prefetch(
-                "measurements",
-                queryset=Measurement.objects.filter(series__metric__in=HEADLINE_METRICS).select_related(
-                    "series"
-                ),
-            )
+        for run in Run.objects.filter(pk__in=[p["last_run_id"] for p in pair_list]).select_related(
+            "commit__repository"
         )
     }
+    # The latest commit's value is the median of all its succeeded runs, as on every other page.
+    latest = Q(pk__in=[])
+    for run in last_runs.values():
+        latest |= Q(
+            run__suite_id=run.suite_id, run__hardware_class=run.hardware_class, commit_id=run.commit_id
+        )
+    samples: dict[tuple[int, str], dict[tuple[str, int], list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    rows = (
+        Measurement.objects.filter(
+            latest, run__status=RunStatus.SUCCEEDED, series__metric__in=HEADLINE_METRICS
+        )
+        .values_list("run__suite_id", "run__hardware_class", "series__metric", "series__concurrency", "value")
+        .order_by()
+    )
+    for suite_id, hardware_class, metric, concurrency, value in rows:
+        samples[(suite_id, hardware_class)][(metric, concurrency)].append(value)
     suites_by_id = {suite.pk: suite for suite in suites}
     overview = []
     for pair in pair_list:
         run = last_runs[pair["last_run_id"]]
+        values = samples[(pair["suite_id"], pair["hardware_class"])]
         overview.append(
             SuiteOverview(
                 suite=suites_by_id[pair["suite_id"]],
                 hardware_class=pair["hardware_class"],
                 latest_commit=run.commit,
                 run_count=pair["run_count"],
-                latest_values={
-                    (m.series.metric, m.series.concurrency): m.value for m in run.measurements.all()
-                },
+                latest_values={key: commit_value_of(found) for key, found in values.items()},
             )
         )
     return overview
@@ -274,7 +291,7 @@ def suites_sparklines(
     *, metric: str = "output_throughput_tok_s", last: int = 300
 ) -> dict[tuple[int, str], TimelineSeries]:
     """Per (suite id, hardware class): `metric` at its highest concurrency over the last `last` benchmarked
-    commits, oldest first, repeats averaged. Two queries whatever the number of suites."""
+    commits, oldest first, the median of repeated runs. Two queries whatever the number of suites."""
     highest: dict[tuple[int, str], tuple[int, int]] = {}
     for series_id, suite_id, hardware_class, concurrency in Series.objects.filter(metric=metric).values_list(
         "id", "suite_id", "hardware_class", "concurrency"
@@ -320,7 +337,7 @@ def suites_sparklines(
                 pr_number=pr_number,
                 committed_at=committed_at,
                 position=position,
-                value=sum(values) / len(values),
+                value=commit_value_of(values),
                 runs=len(values),
             )
             points.append(

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dashboard.benchmarks.compare import change_pct
-from dashboard.benchmarks.comparison import samples_mean
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     Commit,
@@ -17,6 +16,7 @@ from dashboard.benchmarks.models import (
     RunStatus,
     metric_higher_is_better,
 )
+from dashboard.benchmarks.selectors import commit_value_of
 from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.github.models import PullRequest
 
@@ -200,8 +200,8 @@ def _level_impacts(
             changes=tuple(
                 metric_change(
                     metric=metric,
-                    before=samples_mean(before[(concurrency, metric)]),
-                    after=samples_mean(after[(concurrency, metric)]),
+                    before=commit_value_of(before[(concurrency, metric)]),
+                    after=commit_value_of(after[(concurrency, metric)]),
                 )
                 if (concurrency, metric) in before and (concurrency, metric) in after
                 else None

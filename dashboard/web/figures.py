@@ -105,7 +105,7 @@ def _customdata(point: TimelinePoint, commit_url: CommitUrl) -> list[str]:
         subject,
         f"PR #{point.pr_number}" if point.pr_number else "no PR",
         point.committed_at.strftime("%Y-%m-%d %H:%M UTC") if point.committed_at else "date unknown",
-        f" · mean of {point.runs} runs" if point.runs > 1 else "",
+        f" · median of {point.runs} runs" if point.runs > 1 else "",
     ]
 
 

@@ -12,7 +12,7 @@ import plotly.io
 
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
-from dashboard.benchmarks.selectors import MeasurementRow, SuiteOverview, TimelineSeries
+from dashboard.benchmarks.selectors import MeasurementRow, SuiteOverview, TimelineSeries, commit_value_of
 from dashboard.web.figures import CommitUrl, sparkline_figure
 
 HEADLINE_DISPLAYS: tuple[MetricDisplay, ...] = tuple(metric_display(metric=m) for m in HEADLINE_METRICS)
@@ -44,11 +44,11 @@ class MeasurementBlock:
 def _cell(display: MetricDisplay, samples: Sequence[float] | None) -> Cell:
     if not samples:
         return Cell("–")
-    mean = sum(samples) / len(samples)
+    value = commit_value_of(samples)
     if len(samples) == 1:
-        return Cell(display.format(mean))
-    spread = ", ".join(display.format(value) for value in samples)
-    return Cell(f"{display.format(mean)}*", title=f"mean of {len(samples)} runs: {spread}")
+        return Cell(display.format(value))
+    spread = ", ".join(display.format(sample) for sample in samples)
+    return Cell(f"{display.format(value)}*", title=f"median of {len(samples)} runs: {spread}")
 
 
 def _metric_order(metric: str) -> tuple[int, str]:
@@ -56,7 +56,7 @@ def _metric_order(metric: str) -> tuple[int, str]:
 
 
 def commit_measurement_blocks(*, rows: Sequence[MeasurementRow]) -> list[MeasurementBlock]:
-    """Group a commit's measurements by suite and hardware; repeated runs are averaged and marked."""
+    """Group a commit's measurements by suite and hardware; repeated runs give their median, marked."""
     grouped: dict[tuple[str, str], dict[tuple[int, str], list[float]]] = defaultdict(
         lambda: defaultdict(list)
     )

@@ -63,7 +63,7 @@ def test_point_carries_its_commit_page_first_then_the_hover_facts() -> None:
         "Change 0 (#50000)",
         "PR #50000",
         "2026-08-01 12:00 UTC",
-        " · mean of 3 runs",
+        " · median of 3 runs",
     ]
     assert "%{y:,.1f} tok/s</b> at concurrency 4" in figure.data[0].hovertemplate
 

@@ -156,7 +156,7 @@ def test_commit_page_averages_repeated_runs_and_says_so(client) -> None:
     run_with_values(commit=commit, values={(1, "output_throughput_tok_s"): 100.0})
     run_with_values(commit=commit, values={(1, "output_throughput_tok_s"): 110.0})
     html = client.get(f"/commits/{commit.sha[:10]}/").content.decode()
-    assert 'title="mean of 2 runs: 100.0, 110.0">105.0*</td>' in html
+    assert 'title="median of 2 runs: 100.0, 110.0">105.0*</td>' in html
 
 
 def test_unknown_commit_is_a_404_page(client) -> None:
