@@ -15,11 +15,12 @@ DEMO_ENV := env $$(cat $(DEMO_ENV_FILE))
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/perfwatch
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: help demo test lint services browser clean
+.PHONY: help demo test lint services browser clean simulate
 
 help:
 	@echo "make demo   serve the dashboard with demo data at http://$(HOST):$(PORT) (SQLite, no services)"
 	@echo "make test   lint, type-check and run every test (starts PostgreSQL and Redis if needed)"
+	@echo "make simulate   benchmark the verdict loop on a simulated vLLM (SEED=, DAYS=, SUITES=)"
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: Python 3.12 or newer is required (set PYTHON=/path/to/python3.12)"; exit 1; }
@@ -64,6 +65,10 @@ lint: $(BIN)/.installed
 
 test: $(BIN)/.installed services browser lint
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -p no:cacheprovider -ra
+
+simulate: $(BIN)/.installed
+	DATABASE_URL=sqlite:///:memory: $(BIN)/python manage.py simulate_attribution \
+		--seed $(or $(SEED),1) --days $(or $(DAYS),14) --suites $(or $(SUITES),3)
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache

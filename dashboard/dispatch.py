@@ -40,6 +40,7 @@ RUN_DETECT = "perfwatch.run_detect"
 RECENT_RUNS_DETECT = "perfwatch.detect_recent"
 NOTIFICATION_SEND = "perfwatch.notification_send"
 NOTIFICATIONS_RESEND = "perfwatch.notifications_resend"
+VERDICTS_SWEEP = "perfwatch.verdicts_sweep"
 
 # A send that may fail without failing the write that asked for it: the sweeps catch up.
 _TOLERANT = {"retry": True, "retry_policy": {"max_retries": 2}}
@@ -68,12 +69,14 @@ def _after_commit(name: str, *args: Any, tolerant: bool = False, **options: Any)
     return name
 
 
-def run_execute(*, run_id: int, hardware_class: str, budget_s: int) -> str:
-    """Ask a runner node of the run's hardware class to benchmark it, within `budget_s` seconds."""
+def run_execute(*, run_id: int, hardware_class: str, budget_s: int, priority: int = 6) -> str:
+    """Ask a runner node of the run's hardware class to benchmark it, within `budget_s` seconds; a lower
+    `priority` (0-9) is taken first."""
     return _after_commit(
         RUN_EXECUTE,
         run_id,
         queue=runner_queue(hardware_class),
+        priority=priority,
         soft_time_limit=budget_s,
         time_limit=budget_s + 120,
     )

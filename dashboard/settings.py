@@ -208,6 +208,10 @@ GITHUB_WEBHOOK_SECRET = env.str("GITHUB_WEBHOOK_SECRET", default="")
 # Regressions: the detection window, and where alert notifications go (a channel without settings is off).
 PERFWATCH_BASE_URL = env.str("PERFWATCH_BASE_URL", default="http://127.0.0.1:8000")
 PERFWATCH_DETECTION_WINDOW = env.int("PERFWATCH_DETECTION_WINDOW", default=200)
+# Verification: re-runs of a suspected change's base and head, each this many times (and as many again
+# when they cannot tell), within a daily GPU-hour budget per suite for verification and bisection runs.
+PERFWATCH_VERIFICATION_REPEATS = env.int("PERFWATCH_VERIFICATION_REPEATS", default=2)
+PERFWATCH_SUITE_DAILY_GPU_HOURS = env.float("PERFWATCH_SUITE_DAILY_GPU_HOURS", default=48.0)
 PERFWATCH_ALERT_EMAILS = env.list("PERFWATCH_ALERT_EMAILS", default=[])
 PERFWATCH_SLACK_WEBHOOK_URL = env.str("PERFWATCH_SLACK_WEBHOOK_URL", default="")
 PERFWATCH_NOTIFY_TIMEOUT_S = env.int("PERFWATCH_NOTIFY_TIMEOUT_S", default=10)

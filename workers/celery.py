@@ -22,7 +22,13 @@ app.conf.task_reject_on_worker_lost = True
 app.conf.worker_cancel_long_running_tasks_on_connection_loss = False
 app.conf.worker_prefetch_multiplier = 1
 app.conf.broker_connection_retry_on_startup = True
-app.conf.broker_transport_options = {"visibility_timeout": settings.CELERY_VISIBILITY_TIMEOUT_S}
+# Redis keeps one list per priority step; a runner pops verification runs before bisection, bisection
+# before new commits, new commits before backfill (benchmarks.models.RUN_KIND_PRIORITY).
+app.conf.broker_transport_options = {
+    "visibility_timeout": settings.CELERY_VISIBILITY_TIMEOUT_S,
+    "priority_steps": [0, 3, 6, 9],
+    "queue_order_strategy": "priority",
+}
 # Registered at once, so a process that sends (tests running tasks eagerly included) runs the real task.
 app.autodiscover_tasks(["workers"], related_name="tasks", force=True)
 app.autodiscover_tasks(["workers"], related_name="presence")
@@ -39,4 +45,5 @@ app.conf.beat_schedule |= {
     # Ingests and completed runs enqueue detection themselves; these catch what a lost message would miss.
     "detect-recent-runs": {"task": dispatch.RECENT_RUNS_DETECT, "schedule": 900.0},
     "resend-pending-notifications": {"task": dispatch.NOTIFICATIONS_RESEND, "schedule": 600.0},
+    "verify-suspected-groups": {"task": dispatch.VERDICTS_SWEEP, "schedule": 900.0},
 }

@@ -169,10 +169,11 @@ def github_pull_request_record(repo: str, pull: dict[str, object]) -> int | None
     **RETRY_POLICY,
 )
 def run_detect(run_id: int) -> int:
-    """Look for changes in every series run `run_id` touched; idempotent, so a redelivery is harmless."""
-    from dashboard.regressions import alerts
+    """Look for changes in every series run `run_id` touched, verify and judge the groups it concerns;
+    idempotent, so a redelivery is harmless."""
+    from dashboard.regressions.verdicts import run_settle
 
-    return alerts.run_detect(run_id=run_id).alerts_created
+    return run_settle(run_id=run_id).alerts_created
 
 
 @shared_task(
@@ -188,6 +189,21 @@ def detect_recent() -> int:
     from dashboard.regressions.alerts import runs_detect_recent
 
     return runs_detect_recent(since=timezone.now() - timedelta(hours=1)).alerts_created
+
+
+@shared_task(
+    name=dispatch.VERDICTS_SWEEP,
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=300,
+    time_limit=330,
+    **RETRY_POLICY,
+)
+def verdicts_sweep() -> list[int]:
+    """Queue the repeats suspected groups still lack (a budget refilled) and judge those that are complete."""
+    from dashboard.regressions.verdicts import groups_verify_pending
+
+    return [run.pk for run in groups_verify_pending()]
 
 
 # Acknowledged late: a worker killed mid-send hands the message back, and the row's `sending` mark keeps

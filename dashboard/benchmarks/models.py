@@ -180,6 +180,27 @@ ACTIVE_RUN_STATUSES = (
 FINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
+class RunKind(models.TextChoices):
+    """Why a run exists. Every kind is an ordinary run whose measurements count for its commit."""
+
+    ROUTINE = "routine"  # a new commit of main, or a report sent in
+    VERIFICATION = "verification"  # a repeat of a suspected change's base or head
+    BISECTION = "bisection"  # a commit inside a confirmed change's range
+    BACKFILL = "backfill"  # an older commit, or one asked for by hand
+    RELEASE = "release"  # a released version
+
+
+# The order runners take queued runs in (Celery priority, 0 first): a suspected change is settled before
+# it is narrowed, and both before main moves on.
+RUN_KIND_PRIORITY: dict[str, int] = {
+    RunKind.VERIFICATION: 0,
+    RunKind.BISECTION: 3,
+    RunKind.ROUTINE: 6,
+    RunKind.RELEASE: 6,
+    RunKind.BACKFILL: 9,
+}
+
+
 class RunQuerySet(QuerySet["Run"]):
     def succeeded(self) -> RunQuerySet:
         return self.filter(status=RunStatus.SUCCEEDED)
@@ -187,6 +208,15 @@ class RunQuerySet(QuerySet["Run"]):
     def for_suite(self, suite: Suite, hardware_class: str | None = None) -> RunQuerySet:
         runs = self.filter(suite=suite)
         return runs.filter(hardware_class=hardware_class) if hardware_class else runs
+
+    def in_dispatch_order(self) -> RunQuerySet:
+        """Queued runs in the order a runner takes them: by the priority of their kind, then oldest first."""
+        priority = models.Case(
+            *(models.When(kind=kind, then=models.Value(rank)) for kind, rank in RUN_KIND_PRIORITY.items()),
+            default=models.Value(max(RUN_KIND_PRIORITY.values())),
+            output_field=models.IntegerField(),
+        )
+        return self.filter(status=RunStatus.QUEUED).order_by(priority, "queued_at", "pk")
 
 
 class Run(models.Model):
@@ -215,6 +245,7 @@ class Run(models.Model):
     vllm_version_requested = models.CharField(max_length=50, blank=True)
     vllm_version = models.CharField(max_length=100, blank=True, help_text="What /version answered")
     forced = models.BooleanField(default=False, help_text="Asked for explicitly, even if already benchmarked")
+    kind = models.CharField(max_length=20, choices=RunKind.choices, default=RunKind.ROUTINE, db_index=True)
     # Lease: the runner holding the run renews it; an expired lease means the runner died.
     attempt = models.PositiveSmallIntegerField(default=0)
     max_attempts = models.PositiveSmallIntegerField(default=3)

@@ -19,7 +19,16 @@ from django.db.models import F
 from django.utils import timezone
 
 from dashboard import dispatch
-from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Commit, Run, Runner, RunStatus, Suite
+from dashboard.benchmarks.models import (
+    ACTIVE_RUN_STATUSES,
+    RUN_KIND_PRIORITY,
+    Commit,
+    Run,
+    RunKind,
+    Runner,
+    RunStatus,
+    Suite,
+)
 from runners.text import one_line
 
 logger = logging.getLogger(__name__)
@@ -37,11 +46,17 @@ class RunActionRefused(Exception):
 
 
 def _dispatch(run: Run) -> None:
-    """Record that the run's message is going out, and send it once the transaction commits."""
+    """Record that the run's message is going out, and send it once the transaction commits; runners
+    take it by the priority of its kind."""
     # The task may take as long as its suite's steps together, and a margin for storing.
     budget_s = int(sum(float(v) for v in run.suite.timeouts.values()) or 3 * 3600) + 600
     Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
-    dispatch.run_execute(run_id=run.pk, hardware_class=run.hardware_class, budget_s=budget_s)
+    dispatch.run_execute(
+        run_id=run.pk,
+        hardware_class=run.hardware_class,
+        budget_s=budget_s,
+        priority=RUN_KIND_PRIORITY.get(run.kind, max(RUN_KIND_PRIORITY.values())),
+    )
 
 
 def run_enqueue(
@@ -51,9 +66,12 @@ def run_enqueue(
     hardware_class: str | None = None,
     version: str = "",
     forced: bool = False,
+    kind: str = RunKind.ROUTINE,
 ) -> Run:
     """Queue a benchmark of `suite` at `commit`; the message goes out once the transaction commits."""
     run = Run.objects.create(
+        kind=kind,
+        queued_at=timezone.now(),
         commit=commit,
         suite=suite,
         hardware_class=hardware_class or suite.hardware_class,
@@ -64,6 +82,24 @@ def run_enqueue(
     )
     _dispatch(run)
     return run
+
+
+def run_promote(*, run_id: int, kind: str) -> bool:
+    """Give a still queued run a more urgent kind (a backfill run that bisection needs now) and send its
+    message again at that priority; the copy left behind finds the run claimed. False if not queued."""
+    with transaction.atomic():
+        run = (
+            Run.objects.select_for_update()
+            .select_related("suite")
+            .filter(pk=run_id, status=RunStatus.QUEUED)
+            .first()
+        )
+        if run is None:
+            return False
+        run.kind = kind
+        run.save(update_fields=["kind"])
+        _dispatch(run)
+    return True
 
 
 def _lease_until() -> Any:

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import re
 
-from dashboard.benchmarks.models import Commit, Run, RunStatus, Suite
+from dashboard.benchmarks.models import Commit, Run, RunKind, RunStatus, Suite
 from dashboard.benchmarks.runs import run_enqueue
 from dashboard.benchmarks.subjects import ChangeClass
 from runners.suites import InstallMethod
 
 
-def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_depth: int = 2) -> list[Run]:
+def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_depth: int = 1) -> list[Run]:
     """Queue the newest commits of main that `suite` has not benchmarked, keeping its queue short.
 
     Newest first, because a node cannot run every commit: what matters is how main is doing now, and
-    a change found later is bisected. Commits touching only docs, tests or CI are skipped, and a
-    commit never runs twice for a suite unless someone asks (a forced run).
+    a change found later is bisected. A short queue keeps what waits fresh: a run queued long ago would
+    measure a commit that is no longer the newest. Only when no new commit waits, and nothing else is
+    queued for the suite, is one older commit queued (backfill, taken last). Commits touching only docs,
+    tests or CI are skipped, and a commit never runs twice for a suite unless someone asks (a forced run).
     """
     hardware_class = hardware_class or suite.hardware_class
-    waiting = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.QUEUED).count()
-    free = max(0, queue_depth - waiting)
-    if not free:
-        return []
+    runs = Run.objects.filter(suite=suite, hardware_class=hardware_class)
+    waiting = runs.filter(status=RunStatus.QUEUED)
     candidates = Commit.objects.filter(position__isnull=False).exclude(change_class=ChangeClass.DOCS_TESTS_CI)
     if suite.oldest_supported_commit:
         oldest = (
@@ -31,9 +31,25 @@ def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_dept
         )
         if oldest is not None:
             candidates = candidates.filter(position__gte=oldest)
-    already = Run.objects.filter(suite=suite, hardware_class=hardware_class).values("commit_id")
-    commits = list(candidates.exclude(pk__in=already).order_by("-position")[:free])
-    return [run_enqueue(commit=commit, suite=suite, hardware_class=hardware_class) for commit in commits]
+    unrun = candidates.exclude(pk__in=runs.values("commit_id")).order_by("-position")
+    newest_position = (
+        runs.filter(commit__position__isnull=False)
+        .order_by("-commit__position")
+        .values_list("commit__position", flat=True)
+        .first()
+    )
+    new = unrun if newest_position is None else unrun.filter(position__gt=newest_position)
+    free = max(0, queue_depth - waiting.filter(kind=RunKind.ROUTINE).count())
+    commits = list(new[:free]) if free else []
+    if commits:
+        return [
+            run_enqueue(commit=commit, suite=suite, hardware_class=hardware_class, kind=RunKind.ROUTINE)
+            for commit in commits
+        ]
+    older = None if waiting.exists() else unrun.first()
+    if older is None:
+        return []
+    return [run_enqueue(commit=older, suite=suite, hardware_class=hardware_class, kind=RunKind.BACKFILL)]
 
 
 class VersionUnknown(Exception):
@@ -62,7 +78,9 @@ def runs_enqueue_versions(*, suite: Suite, versions: list[str], release_commits:
                 f"no commit known for v{version}: sync the history with its tags (manage.py sync_commits) "
                 f"or pass --commit {version}=SHA"
             )
-        runs.append(run_enqueue(commit=commit, suite=suite, version=version, forced=True))
+        runs.append(
+            run_enqueue(commit=commit, suite=suite, version=version, forced=True, kind=RunKind.RELEASE)
+        )
     return runs
 
 

@@ -22,7 +22,7 @@ from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Ser
 from dashboard.regressions.alert_groups import alert_upsert
 from dashboard.regressions.bisection import group_bisect, groups_around
 from dashboard.regressions.detection import change_point_kind, change_points_detect
-from dashboard.regressions.models import Alert, AlertGroup, DetectionSetting, TriageEvent
+from dashboard.regressions.models import Alert, AlertGroup, DetectionSetting, GroupState, TriageEvent
 from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.selectors import (
     CommitWindow,
@@ -110,13 +110,17 @@ def _group_narrow(*, known: _KnownAlert, base: SeriesPoint, head: SeriesPoint) -
 
     The group itself moves rather than its alerts, so nothing is announced twice. When another group
     already holds that range, the ranges stay as they are: merging two triaged groups is a person's call.
+    A confirmed group is narrowed by its bisection runs and their repeats (`verdicts`), not by one run.
     """
     if AlertGroup.objects.filter(base_commit_id=base.commit_id, head_commit_id=head.commit_id).exists():
         return False
     try:
         with transaction.atomic():
             narrowed = AlertGroup.objects.filter(
-                pk=known.group_id, base_commit_id=known.base_commit_id, head_commit_id=known.head_commit_id
+                pk=known.group_id,
+                base_commit_id=known.base_commit_id,
+                head_commit_id=known.head_commit_id,
+                state=GroupState.SUSPECTED,
             ).update(base_commit_id=base.commit_id, head_commit_id=head.commit_id, updated_at=timezone.now())
     except IntegrityError:
         return False  # a concurrent detection gave that range to another group first
@@ -292,13 +296,15 @@ def _all_commits(*, suite_id: int, hardware_class: str) -> tuple[WindowCommit, .
 
 
 def _notify(outcome: DetectionOutcome) -> None:
+    """Tell about the confirmed groups among those found; a new group is suspected until its repeats
+    (`verdicts`) confirm it."""
     if outcome.group_ids:
         notifications_schedule(group_ids=sorted(outcome.group_ids))
 
 
 def run_detect(*, run_id: int, notify: bool = True, bisect: bool = True) -> DetectionOutcome:
     """Detect changes in every series a succeeded run touched, around the run's commit; then bisect the
-    open groups this run created or measured inside, so a culprit range keeps halving run after run."""
+    confirmed groups this run created or measured inside, so a culprit range keeps halving run after run."""
     run = Run.objects.filter(pk=run_id, status=RunStatus.SUCCEEDED).values("commit_id").first()
     if run is None:
         return NOTHING

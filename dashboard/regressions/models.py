@@ -44,6 +44,14 @@ class GroupKind(models.TextChoices):
     TRADE_OFF = "trade_off", "trade-off"
 
 
+class GroupState(models.TextChoices):
+    """What re-runs of the range's ends said: nobody is told about a change before it is confirmed."""
+
+    SUSPECTED = "suspected"
+    CONFIRMED = "confirmed"
+    DISMISSED = "dismissed"
+
+
 class DetectionSetting(models.Model):
     """How large a change must be before it is an alert, per suite (or every suite) and metric prefix.
 
@@ -104,6 +112,12 @@ class AlertGroup(models.Model):
     base_commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="+")
     head_commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="+")
     kind = models.CharField(max_length=20, choices=GroupKind.choices)
+    state = models.CharField(
+        max_length=20, choices=GroupState.choices, default=GroupState.SUSPECTED, db_index=True
+    )
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    # Per (suite, hardware class) and alert: the repeats at both ends and what the test made of them.
+    evidence = models.JSONField(default=dict, blank=True)
     magnitude_pct = models.FloatField(default=0.0, help_text="Largest |change| among its alerts, in %")
     status = models.CharField(
         max_length=20, choices=TriageStatus.choices, default=TriageStatus.UNTRIAGED, db_index=True

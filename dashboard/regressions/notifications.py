@@ -32,6 +32,7 @@ from dashboard.regressions.models import (
     Alert,
     AlertGroup,
     GroupKind,
+    GroupState,
     Notification,
     NotificationChannel,
     NotificationStatus,
@@ -94,13 +95,14 @@ def _target(*, channel: str, group: AlertGroup) -> tuple[str, str]:
 
 
 def notifications_schedule(*, group_ids: Sequence[int]) -> list[int]:
-    """Create the missing notifications of groups worth telling about; send each new one after commit."""
+    """Create the missing notifications of confirmed groups worth telling about; send each new one after
+    commit."""
     channels = channels_configured()
     if not channels:
         return []
     created_ids: list[int] = []
     groups = AlertGroup.objects.filter(
-        pk__in=group_ids, kind__in=NOTIFIED_KINDS, status__in=NOTIFIED_STATUSES
+        pk__in=group_ids, state=GroupState.CONFIRMED, kind__in=NOTIFIED_KINDS, status__in=NOTIFIED_STATUSES
     ).select_related("head_commit__repository", "base_commit")
     for group in groups:
         for channel in channels:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.regressions import views
+from dashboard.regressions import api, views
 
 app_name = "regressions"
 
@@ -15,5 +15,6 @@ urlpatterns = [
         views.notification_resend,
         name="notification-resend",
     ),
+    path("api/alerts/", api.alerts_list, name="api-alerts"),
     path("api/alerts/<id:alert_id>/figure/", views.alert_figure_json, name="alert-figure"),
 ]

@@ -22,6 +22,7 @@ from dashboard.benchmarks import runs as run_lifecycle
 from dashboard.benchmarks.models import Run
 from dashboard.benchmarks.runs import RunActionRefused
 from dashboard.github import selectors as github_selectors
+from dashboard.regressions.budget import suites_budget_use
 from dashboard.web.filters import FilterInvalid
 from dashboard.web.run_figures import telemetry_figure
 from dashboard.web.run_pages import (
@@ -226,6 +227,7 @@ def runners(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     overviews = run_selectors.runners_overview(since=now - timedelta(days=RECENT_DAYS))
     rows = runner_rows(overviews=overviews, now=now, stale_after_s=settings.PERFWATCH_RUN_LEASE_S)
+    budgets = suites_budget_use()
     return render(
         request,
         "web/runs/runners.html",
@@ -236,5 +238,6 @@ def runners(request: HttpRequest) -> HttpResponse:
             "stale_after_s": settings.PERFWATCH_RUN_LEASE_S,
             "refresh_s": RUNNERS_REFRESH_S,
             "commit_sync": github_selectors.commit_sync_failing(),
+            "budgets": budgets,
         },
     )

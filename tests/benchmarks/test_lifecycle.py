@@ -14,6 +14,7 @@ from dashboard.benchmarks.models import (
     Commit,
     Measurement,
     Run,
+    RunKind,
     Runner,
     RunStatus,
     Suite,
@@ -192,8 +193,30 @@ def test_scheduler_takes_newest_commits_first_skips_docs_only_and_never_repeats(
     assert runs_schedule(suite=suite, queue_depth=2) == []  # the queue is full
 
     Run.objects.filter(pk__in=[run.pk for run in first]).update(status=RunStatus.SUCCEEDED)
+    # Nothing new: the older commits are backfilled one at a time, each once nothing else waits.
     second = runs_schedule(suite=suite, queue_depth=2)
-    assert [run.commit.position for run in second] == [2, 1]
+    assert [(run.commit.position, run.kind) for run in second] == [(2, "backfill")]
+    assert runs_schedule(suite=suite, queue_depth=2) == []
+    Run.objects.filter(pk=second[0].pk).update(status=RunStatus.SUCCEEDED)
+    assert [run.commit.position for run in runs_schedule(suite=suite, queue_depth=2)] == [1]
+
+
+def test_new_commits_go_before_backfill_and_repeats_do_not_hold_them_up(runner_queue) -> None:
+    suite = cast(
+        Suite,
+        SuiteFactory(name="kimi-k3-8k1k", hardware_class="cpu", install_settings={"method": "wheel_index"}),
+    )
+    commits = [cast(Commit, CommitFactory(position=i, change_class="python")) for i in range(4)]
+    run_enqueue(commit=commits[1], suite=suite, kind=RunKind.VERIFICATION)
+    Run.objects.update(status=RunStatus.SUCCEEDED)
+    run_enqueue(commit=commits[1], suite=suite, kind=RunKind.VERIFICATION)
+
+    queued = runs_schedule(suite=suite)
+
+    assert [(run.commit.position, run.kind) for run in queued] == [(3, "routine")]
+    assert runs_schedule(suite=suite) == []  # one new commit waits: enough
+    # a runner takes the repeat first, then the new commit
+    assert [run.kind for run in Run.objects.in_dispatch_order()] == ["verification", "routine"]
 
 
 def test_scheduler_respects_the_oldest_supported_commit(runner_queue) -> None:

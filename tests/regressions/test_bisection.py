@@ -1,5 +1,5 @@
-"""Bisection of culprit ranges: one forced run at the middle unbenchmarked commit, and the range narrowing
-as its result arrives, without a second group or a second message."""
+"""Bisection of confirmed culprit ranges: one forced run at the middle unbenchmarked commit, and the range
+narrowing as its result arrives, without a second group or a second message."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import pytest
 from django.test import Client
 
 from dashboard.benchmarks import runs
-from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series, Suite
+from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series, Suite
 from dashboard.regressions.alerts import run_detect
 from dashboard.regressions.bisection import group_bisect
-from dashboard.regressions.models import Alert, AlertGroup, Notification
+from dashboard.regressions.models import Alert, AlertGroup, GroupState, Notification
+from dashboard.regressions.verdicts import run_settle
 from tests.factories import CommitFactory, run_with_values
 from tests.regressions.conftest import noisy, suite_create
 from tests.regressions.test_alerts import THROUGHPUT
@@ -65,35 +66,55 @@ def _complete(run: Run, *, value: float) -> None:
     Measurement.objects.create(run=run, series=series, commit=run.commit, value=value)
 
 
+def confirm(history: Gapped) -> AlertGroup:
+    """Detect the step, and let its verification runs (each measuring its commit's level) confirm it."""
+    run_settle(run_id=history.last_run.pk)
+    repeats = Run.objects.filter(status=RunStatus.QUEUED, kind=RunKind.VERIFICATION)
+    while (repeat := repeats.first()) is not None:
+        _complete(repeat, value=_level(history.commits.index(repeat.commit)))
+        run_settle(run_id=repeat.pk)
+    group = AlertGroup.objects.get()
+    assert group.state == GroupState.CONFIRMED
+    return group
+
+
+def test_a_suspected_group_is_not_bisected(dispatched) -> None:
+    history = gapped_history()
+    run_detect(run_id=history.last_run.pk, notify=False)
+
+    assert AlertGroup.objects.get().state == GroupState.SUSPECTED
+    assert group_bisect(group_id=AlertGroup.objects.get().pk) == []
+    assert not Run.objects.filter(kind=RunKind.BISECTION).exists()
+
+
 def test_a_new_regression_over_a_gap_queues_one_forced_run_at_the_middle_commit(dispatched) -> None:
     history = gapped_history()
 
-    run_detect(run_id=history.last_run.pk, notify=False)
+    group = confirm(history)
 
-    group = AlertGroup.objects.get()
     assert (group.base_commit, group.head_commit) == (history.commits[29], history.commits[37])
     bisection = Run.objects.get(status=RunStatus.QUEUED)
     assert bisection.commit == history.commits[33]
-    assert (bisection.suite, bisection.hardware_class, bisection.forced) == (history.suite, "b300", True)
-    assert dispatched == [bisection.pk]
+    assert (bisection.suite, bisection.hardware_class, bisection.kind) == (history.suite, "b300", "bisection")
+    assert dispatched[-1] == bisection.pk
 
 
 def test_bisecting_again_queues_nothing_new(dispatched) -> None:
     history = gapped_history()
-    run_detect(run_id=history.last_run.pk, notify=False)
-    group = AlertGroup.objects.get()
+    group = confirm(history)
+    sent = len(dispatched)
 
     assert group_bisect(group_id=group.pk) == []
     run_detect(run_id=history.last_run.pk, notify=False)
 
     assert Run.objects.filter(status=RunStatus.QUEUED).count() == 1
-    assert len(dispatched) == 1
+    assert len(dispatched) == sent
 
 
 def test_a_docs_only_middle_commit_is_skipped(dispatched) -> None:
     history = gapped_history(docs_only=(33,))
 
-    run_detect(run_id=history.last_run.pk, notify=False)
+    confirm(history)
 
     # Candidates 30, 31, 32, 34, 35, 36: the middle one is 34.
     assert Run.objects.get(status=RunStatus.QUEUED).commit == history.commits[34]
@@ -118,8 +139,7 @@ def test_the_middle_measurement_narrows_the_range_of_the_same_group_without_a_se
 ) -> None:
     history = gapped_history()
     with django_capture_on_commit_callbacks(execute=True):
-        run_detect(run_id=history.last_run.pk)
-    group = AlertGroup.objects.get()
+        group = confirm(history)
     alerts = list(Alert.objects.values_list("pk", "group_id"))
     notifications = list(Notification.objects.order_by("pk").values_list("pk", "status"))
     assert len(notification_channels.inbox.messages) == 1
@@ -127,7 +147,7 @@ def test_the_middle_measurement_narrows_the_range_of_the_same_group_without_a_se
     first = Run.objects.get(status=RunStatus.QUEUED)
     _complete(first, value=_level(33))
     with django_capture_on_commit_callbacks(execute=True):
-        run_detect(run_id=first.pk)
+        run_settle(run_id=first.pk)
 
     narrowed = AlertGroup.objects.get()
     assert narrowed.pk == group.pk
@@ -140,19 +160,21 @@ def test_the_middle_measurement_narrows_the_range_of_the_same_group_without_a_se
     second = Run.objects.get(status=RunStatus.QUEUED)
     assert second.commit == history.commits[35]
     assert narrowed.events.get(field="range").new_value == (
-        f"{history.commits[33].short_sha}..{history.commits[37].short_sha}"
+        f"{history.commits[33].short_sha}..{history.commits[37].short_sha} "
+        f"({history.commits[33].short_sha} measures as before)"
     )
 
 
 def test_bisection_ends_at_the_culprit_commit(dispatched) -> None:
     history = gapped_history()
-    run_detect(run_id=history.last_run.pk, notify=False)
+    confirm(history)
 
     steps = 0
-    while (pending := Run.objects.filter(status=RunStatus.QUEUED).first()) is not None:
+    bisection = Run.objects.filter(status=RunStatus.QUEUED, kind=RunKind.BISECTION)
+    while (pending := bisection.first()) is not None:
         index = history.commits.index(pending.commit)
         _complete(pending, value=_level(index))
-        run_detect(run_id=pending.pk, notify=False)
+        run_settle(run_id=pending.pk)
         steps += 1
 
     group = AlertGroup.objects.get()
@@ -163,8 +185,7 @@ def test_bisection_ends_at_the_culprit_commit(dispatched) -> None:
 
 def test_the_group_page_says_what_bisection_is_doing(dispatched) -> None:
     history = gapped_history()
-    run_detect(run_id=history.last_run.pk, notify=False)
-    group = AlertGroup.objects.get()
+    group = confirm(history)
     bisection = Run.objects.get(status=RunStatus.QUEUED)
 
     page = Client().get(f"/alerts/{group.pk}/").content.decode()

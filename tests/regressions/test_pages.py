@@ -12,7 +12,7 @@ from dashboard.benchmarks.models import Commit, Series, Suite
 from dashboard.github.models import PullRequest
 from dashboard.regressions.alert_groups import alert_upsert
 from dashboard.regressions.alerts import suite_detect_history
-from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind, TriageStatus
+from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind, GroupState, TriageStatus
 from dashboard.regressions.selectors import alert_markers
 from tests.factories import CommitFactory, SeriesFactory
 from tests.regressions.conftest import suite_create
@@ -29,6 +29,7 @@ def group_create(
     hardware_class: str = "b300",
     status: str = TriageStatus.UNTRIAGED,
     commits: tuple[Commit, Commit] | None = None,
+    state: str = GroupState.CONFIRMED,
 ) -> AlertGroup:
     """A group with an alert on `metric` at concurrency 16, over a fresh one-commit range by default."""
     base, head = commits or (cast(Commit, CommitFactory()), cast(Commit, CommitFactory()))
@@ -46,7 +47,7 @@ def group_create(
         change_pct=change_pct,
         p_value=1e-9,
     )
-    AlertGroup.objects.filter(pk=alert.group_id).update(status=status)
+    AlertGroup.objects.filter(pk=alert.group_id).update(status=status, state=state)
     Alert.objects.filter(pk=alert.pk).update(status=status)
     return AlertGroup.objects.get(pk=alert.group_id)
 

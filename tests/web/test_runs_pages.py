@@ -13,7 +13,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from dashboard.benchmarks.models import Run, Runner, RunStatus, Suite
+from dashboard.benchmarks.models import Run, RunKind, Runner, RunStatus, Suite
 from dashboard.benchmarks.services import measurements_store
 from dashboard.web.run_pages import duration_text, run_stage_bars, server_metrics_table
 from runners.guidellm_report import report_parse
@@ -506,14 +506,40 @@ def test_runners_page_shows_hardware_heartbeat_current_run_and_recent_counts(cli
 
 def test_runners_page_query_count_does_not_grow_with_runners(client, django_assert_num_queries) -> None:
     _running_run()
-    with django_assert_num_queries(3):  # runners, their runs, the commit sync's state
+    # runners, their runs, the commit sync's state; suites, their recent runs' cost, their verification runs
+    with django_assert_num_queries(6):
         assert client.get("/runners/").status_code == 200
     for index in range(6):
         runner = cast(Runner, RunnerFactory(name=f"b300-node-{index + 2}"))
         _running_run(runner=runner)
         RunFactory(runner=runner, status=RunStatus.FAILED, finished_at=timezone.now())
-    with django_assert_num_queries(3):
+        SuiteFactory(name=f"suite-{index}")
+    with django_assert_num_queries(6):
         assert len(client.get("/runners/").context["rows"]) == 7
+
+
+def test_runners_page_shows_each_suites_verification_spending_against_its_budget(client, settings) -> None:
+    settings.PERFWATCH_SUITE_DAILY_GPU_HOURS = 20.0
+    now = timezone.now()
+    node = cast(Runner, RunnerFactory(name="b300-node-1", gpu_count=8))
+    suite = cast(Suite, SuiteFactory(name="kimi-k3-8k1k"))
+    for kind in (RunKind.ROUTINE, RunKind.VERIFICATION):  # half an hour on 8 GPUs each
+        RunFactory(
+            suite=suite,
+            runner=node,
+            kind=kind,
+            started_at=now - timedelta(hours=2),
+            finished_at=now - timedelta(hours=1, minutes=30),
+        )
+    RunFactory(suite=suite, kind=RunKind.BISECTION, status=RunStatus.QUEUED)  # costed as a recent run
+
+    response = client.get("/runners/")
+
+    (budget,) = response.context["budgets"]
+    assert (budget.suite, budget.spent_gpu_hours, budget.budget_gpu_hours) == ("kimi-k3-8k1k", 8.0, 20.0)
+    assert budget.allows_another
+    html = response.content.decode()
+    assert "Verification and bisection budget" in html and '<td class="num">8.0</td>' in html
 
 
 # The commit page
