@@ -202,3 +202,28 @@ def test_the_means_stop_at_the_neighbouring_changes_of_the_same_series(history_b
     positions = [commit.position for commit in history.commits]
     assert before["x"] == [positions[0], positions[29]]
     assert after["x"] == [positions[30], positions[49]]  # up to the base of the next change
+
+
+def test_a_dismissed_group_stays_visible_with_its_evidence(client: Client) -> None:
+    group = group_create(suite=suite_create(), change_pct=-6.0, state=GroupState.DISMISSED)
+    evidence = {
+        "suite": "kimi-k3-8k1k",
+        "hardware": "b300",
+        "concurrency": 16,
+        "metric": THROUGHPUT,
+        "base_values": [100.0, 100.4, 99.8],
+        "head_values": [94.0, 100.2, 99.9],
+        "change_pct": -0.3,
+        "ci_low_pct": -1.9,
+        "ci_high_pct": 1.3,
+        "p_value": 0.31,
+        "holds": False,
+    }
+    AlertGroup.objects.filter(pk=group.pk).update(evidence={"rounds": 1, "alerts": [evidence]})
+
+    listing = client.get("/alerts/").content.decode()
+    page = client.get(f"/alerts/{group.pk}/").content.decode()
+
+    assert f'href="/alerts/{group.pk}/"' in listing and "Dismissed" in listing
+    assert "Verdict: dismissed" in page
+    assert "3 + 3" in page and "-1.9 – 1.3 %" in page and "0.3100" in page
