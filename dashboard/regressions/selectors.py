@@ -13,7 +13,7 @@ from typing import Literal
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Avg, F, Prefetch, QuerySet
+from django.db.models import Avg, F, Prefetch, Q, QuerySet
 from django.urls import reverse
 
 from dashboard.benchmarks.models import (
@@ -27,11 +27,12 @@ from dashboard.benchmarks.models import (
     Suite,
     main_order_sql,
 )
-from dashboard.github.models import PullRequest
+from dashboard.github.models import CommitRevert, PullRequest
 from dashboard.regressions.models import (
     DECIDED_STATUSES,
     Alert,
     AlertGroup,
+    GroupKind,
     Notification,
     TriageEvent,
     TriageStatus,
@@ -240,6 +241,11 @@ class AlertGroupRow:
         return self.alerts[0] if self.alerts else None
 
     @property
+    def metrics(self) -> tuple[str, ...]:
+        """Each metric that moved once, in alert order (headline metrics first)."""
+        return tuple(dict.fromkeys(alert.series.metric for alert in self.alerts))
+
+    @property
     def title(self) -> str:
         group, headline = self.group, self.headline
         kind = group.get_kind_display().capitalize()
@@ -267,6 +273,66 @@ def alert_group_rows(*, groups: list[AlertGroup]) -> list[AlertGroupRow]:
             )
         )
     return rows
+
+
+OPEN_STATUSES: tuple[str, ...] = (TriageStatus.UNTRIAGED, TriageStatus.INVESTIGATING)
+
+
+def alert_groups_open(*, limit: int = 20) -> list[AlertGroupRow]:
+    """Groups with a regression that nobody has decided on yet, largest change first."""
+    groups = (
+        AlertGroup.objects.filter(status__in=OPEN_STATUSES)
+        .exclude(kind=GroupKind.IMPROVEMENT)
+        .order_by("-magnitude_pct", "-pk")
+        .select_related("base_commit", "head_commit__repository")
+        .prefetch_related(
+            Prefetch("alerts", queryset=Alert.objects.select_related("series__suite").order_by("pk"))
+        )
+    )
+    return alert_group_rows(groups=list(groups[:limit]))
+
+
+def _groups_holding(*, commits: Sequence[Commit]) -> QuerySet[AlertGroup]:
+    """Groups whose range (base, head] holds one of `commits` (commits on main only)."""
+    holds = Q(pk__in=[])
+    for commit in commits:
+        if commit.position is not None:
+            holds |= Q(
+                head_commit__repository_id=commit.repository_id,
+                base_commit__position__lt=commit.position,
+                head_commit__position__gte=commit.position,
+            )
+    return AlertGroup.objects.filter(holds)
+
+
+def _with_alerts(groups: QuerySet[AlertGroup]) -> list[AlertGroupRow]:
+    groups = groups.select_related("base_commit", "head_commit__repository").prefetch_related(
+        Prefetch("alerts", queryset=Alert.objects.select_related("series__suite").order_by("pk"))
+    )
+    return alert_group_rows(groups=list(groups.order_by("-magnitude_pct", "-pk")))
+
+
+def alert_groups_naming(*, commit: Commit) -> list[AlertGroupRow]:
+    """Groups whose culprit range holds `commit`: the alerts that name it."""
+    return _with_alerts(_groups_holding(commits=[commit]) | AlertGroup.objects.filter(head_commit=commit))
+
+
+def alert_groups_related(*, group: AlertGroup, commits: Sequence[Commit]) -> list[AlertGroupRow]:
+    """Other groups tied to this one's range `commits` by a revert: the range reverts a PR that a group
+    holds, or a group holds the revert of a PR in the range."""
+    repository_id = group.head_commit.repository_id
+    numbers = [commit.pr_number for commit in commits if commit.pr_number]
+    reverted = CommitRevert.objects.filter(commit__in=commits).values_list("reverted_pr_number", flat=True)
+    linked = list(
+        Commit.objects.filter(repository_id=repository_id, pr_number__in=list(reverted))
+        | Commit.objects.filter(
+            repository_id=repository_id,
+            pk__in=CommitRevert.objects.filter(reverted_pr_number__in=numbers).values("commit_id"),
+        )
+    )
+    if not linked:
+        return []
+    return _with_alerts(_groups_holding(commits=linked).exclude(pk=group.pk))
 
 
 def alert_filter_choices() -> tuple[list[str], list[str]]:

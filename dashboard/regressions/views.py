@@ -87,6 +87,9 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
                 for commit in detail.commits
             ],
             "statuses": TriageStatus.choices,
+            "related": selectors.alert_groups_related(group=group, commits=detail.commits),
+            "compare_suite": detail.alerts[0].series.suite.name if detail.alerts else "",
+            "compare_hardware": detail.alerts[0].series.hardware_class if detail.alerts else "",
         },
     )
 

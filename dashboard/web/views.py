@@ -19,6 +19,7 @@ from dashboard.benchmarks.models import WHOLE_RUN, Suite
 from dashboard.benchmarks.selectors import HardwareFacet
 from dashboard.github.selectors import tracking_issues_active
 from dashboard.github.timeline import tracking_toggles
+from dashboard.regressions.selectors import alert_groups_naming, alert_groups_open
 from dashboard.web.figures import CommitUrl, concurrency_color
 from dashboard.web.filters import STATISTICS, FilterInvalid, TimelineFilters, timeline_filters_parse
 from dashboard.web.load_curves import load_curve_section
@@ -48,6 +49,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "cards": cards,
             "headline": HEADLINE_DISPLAYS,
             "recent_commits": selectors.commits_recently_benchmarked(limit=15),
+            "open_regressions": alert_groups_open(),
         },
     )
 
@@ -173,5 +175,6 @@ def commit_detail(request: HttpRequest, sha: str) -> HttpResponse:
             "accuracy_scores": commit_accuracy_scores(commit=commit),
             "older": older,
             "newer": newer,
+            "alert_groups": alert_groups_naming(commit=commit),
         },
     )

@@ -1,0 +1,157 @@
+"""A triager's path through the demo in Chromium: what regressed, one click to its PR, on any screen."""
+
+import re
+from collections import deque
+from urllib.parse import urlsplit
+
+import pytest
+from django.core.management import call_command
+from django.urls import Resolver404, resolve
+
+from dashboard.regressions.models import AlertGroup, GroupKind
+from tests.web import test_browser
+from tests.web.test_browser import BrowserPage
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+browser = test_browser.browser  # the same Chromium fixture as the other pages' checks
+
+# Every kind of page a triager moves between; a crawl from the overview must reach each one.
+PAGE_KINDS = {
+    "web:overview",
+    "web:suite-timeline",
+    "web:commit",
+    "github:compare",
+    "web:runs",
+    "web:run",
+    "web:runners",
+    "regressions:alerts",
+    "regressions:alert-group",
+    "github:tracking-issues",
+    "github:pull-request",
+}
+LINKS = "() => Array.from(document.querySelectorAll('main a[href], header a[href]')).map(a => a.href)"
+PR_MENTION = r"^(?:PR )?#(\d{4,})$"
+# Every mention of a PR ("#51830", "PR #51830", linked or not) and where it links; commit subjects that end
+# in "(#51830)" are subjects, linked to their commit or group.
+PR_MENTION_LINKS = """
+() => Array.from(document.querySelectorAll('main a, main td, main span, main b'))
+  .filter(el => el.children.length === 0 && /^(PR )?#\\d{4,}$/.test(el.textContent.trim()))
+  .map(el => [el.textContent.trim(), el.closest('a') ? el.closest('a').getAttribute('href') : null])
+"""
+
+
+@pytest.fixture
+def demo(settings) -> None:
+    settings.PERFWATCH_DEMO = True
+    for command in ("load_demo", "load_demo_github", "detect_alerts"):  # what `make demo` loads
+        call_command(command)
+
+
+def _page_kind(url: str, base_url: str) -> str | None:
+    if not url.startswith(base_url):
+        return None
+    path = urlsplit(url).path
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return None
+    return f"{match.app_name}:{match.url_name}"
+
+
+def _pr_links_of(browser: BrowserPage, path: str) -> list[tuple[str, str | None]]:
+    response = browser.page.goto(browser.base_url + path)
+    assert response is not None and response.ok, path
+    return [tuple(pair) for pair in browser.page.evaluate(PR_MENTION_LINKS)]
+
+
+def test_overview_lists_the_demos_open_regression_first_with_its_pr_link(browser, demo) -> None:
+    regression = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
+    browser.open("/")
+
+    items = browser.page.locator(".open-regressions .regression-item")
+    assert items.count() == 1
+    item = items.first
+    assert item.locator(".pr-link").get_attribute("href") == f"/prs/{regression.head_commit.pr_number}/"
+    assert item.locator(".regression-size").inner_text() == "-5.8 %"
+    assert "output_throughput_tok_s" in item.locator(".metrics").inner_text()
+    assert "detected" in item.inner_text()
+    # Open regressions come before the suites' health.
+    sections = browser.page.locator("h2.section-title").all_text_contents()
+    assert sections.index("Open regressions") < sections.index("Suites")
+
+    with browser.page.expect_navigation():
+        item.locator(".pr-link").click()
+    assert urlsplit(browser.page.url).path == f"/prs/{regression.head_commit.pr_number}/"
+    github = browser.page.locator("a", has_text="PR on GitHub")
+    assert github.get_attribute("href").endswith(f"/pull/{regression.head_commit.pr_number}")
+
+    # Once triaged, the overview says all is well.
+    AlertGroup.objects.filter(pk=regression.pk).update(status="fixed")
+    browser.open("/")
+    assert browser.page.locator(".open-regressions").count() == 0
+    assert "All is well" in browser.page.locator(".all-well").inner_text()
+    assert browser.console_errors == []
+
+
+def test_every_pr_mention_links_to_its_pr_page_and_a_crawl_reaches_every_kind_of_page(browser, demo) -> None:
+    regression = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
+    pr = regression.head_commit.pr_number
+    pages = ("/", f"/alerts/{regression.pk}/", f"/commits/{regression.head_commit.sha}/")
+    for path in pages:
+        mentions = _pr_links_of(browser, path)
+        assert mentions, path
+        for text, href in mentions:
+            number = re.fullmatch(PR_MENTION, text)
+            assert number is not None
+            assert href == f"/prs/{number.group(1)}/", (path, text, href)
+        assert (f"PR #{pr}", f"/prs/{pr}/") in mentions, path
+
+    # The regression's group links to compare (base -> head) and to its revert's group.
+    browser.page.goto(f"{browser.base_url}/alerts/{regression.pk}/")
+    compare = browser.page.locator("a", has_text="Compare base → head").get_attribute("href")
+    assert f"base={regression.base_commit.sha}" in compare and f"head={regression.head_commit.sha}" in compare
+    related = browser.page.locator(".related-groups a[href^='/alerts/']").all()
+    revert = AlertGroup.objects.get(head_commit__subject__startswith="Revert")
+    assert [a.get_attribute("href") for a in related] == [f"/alerts/{revert.pk}/"]
+    # The culprit's commit page shows the alert that names it.
+    browser.page.goto(f"{browser.base_url}/commits/{regression.head_commit.sha}/")
+    assert browser.page.locator(f"main a[href='/alerts/{regression.pk}/']").count() == 1
+
+    # Breadth-first from the overview, one page of each kind, following only the links pages show.
+    reached: dict[str, str] = {}
+    queue = deque([browser.base_url + "/"])
+    seen = set(queue)
+    while queue and set(reached) != PAGE_KINDS:
+        url = queue.popleft()
+        kind = _page_kind(url, browser.base_url)
+        if kind is None or kind in reached:
+            continue
+        response = browser.page.goto(url)
+        assert response is not None and response.ok, url
+        reached[kind] = url
+        for link in browser.page.evaluate(LINKS):
+            link = link.split("#")[0]
+            if link not in seen and _page_kind(link, browser.base_url) in PAGE_KINDS - set(reached):
+                seen.add(link)
+                queue.append(link)
+    assert set(reached) == PAGE_KINDS, PAGE_KINDS - set(reached)
+    assert browser.console_errors == []
+
+
+def test_no_page_scrolls_sideways_on_a_phone(browser, demo) -> None:
+    regression = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
+    run_id = regression.head_commit.runs.values_list("pk", flat=True).first()
+    compare = f"/compare/?base={regression.base_commit.sha}&head={regression.head_commit.sha}"
+    browser.page.set_viewport_size({"width": 390, "height": 844})
+    for path in ("/", "/suites/kimi-k3-8k1k/", f"/alerts/{regression.pk}/", f"/runs/{run_id}/", compare):
+        response = browser.page.goto(browser.base_url + path)
+        assert response is not None and response.ok, path
+        browser.page.wait_for_load_state("networkidle")
+        width = browser.page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 390, (path, width)
+        # The navigation folds into a menu: its links are hidden until the menu opens.
+        assert not browser.page.locator("nav.nav").is_visible(), path
+    browser.page.locator(".menu-toggle").click()
+    assert browser.page.locator("nav.nav").is_visible()
+    assert browser.console_errors == []
