@@ -133,7 +133,7 @@ def test_the_group_page_shows_charts_commits_prs_and_no_triage_controls_to_visit
     page = response.content.decode()
     assert response.status_code == 200
     assert f'data-figure-url="/api/alerts/{alert.pk}/figure/"' in page
-    assert f'href="https://github.com/vllm-project/vllm/pull/{culprit.pr_number}"' in page
+    assert f'href="/prs/{culprit.pr_number}/"' in page  # the PR page, which links on to GitHub
     assert 'title="[Core] Move sampler metadata preparation onto the scheduler thread' in page
     assert "sign in as staff" in page and 'name="status"' not in page
 

@@ -142,7 +142,7 @@ def test_commit_page_shows_measurements_runs_and_github_links(client, build_hist
     html = response.content.decode()
     assert commit.subject in html
     assert f'href="https://github.com/vllm-project/vllm/commit/{commit.sha}"' in html
-    assert f'href="https://github.com/vllm-project/vllm/pull/{commit.pr_number}"' in html
+    assert f'href="/prs/{commit.pr_number}/"' in html  # the PR page, which links on to GitHub
     assert "vllm serve exited with code 1 before /health answered" in html
     assert f"#{failed.pk}" in html
     blocks = response.context["blocks"]
