@@ -14,13 +14,15 @@ DEMO_ENV_FILE := var/demo.env
 DEMO_ENV := env $$(cat $(DEMO_ENV_FILE))
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/perfwatch
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+BENCH_DATABASE ?= perfwatch_bench
 
-.PHONY: help demo test lint services browser clean simulate
+.PHONY: help demo test bench lint services browser clean simulate
 
 help:
 	@echo "make demo   serve the dashboard with demo data at http://$(HOST):$(PORT) (SQLite, no services)"
 	@echo "make test   lint, type-check and run every test (starts PostgreSQL and Redis if needed)"
 	@echo "make simulate   benchmark the verdict loop on a simulated vLLM (SEED=, DAYS=, SUITES=)"
+	@echo "make bench      build a year of history in PostgreSQL (once) and measure pages, ingest and detection"
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: Python 3.12 or newer is required (set PYTHON=/path/to/python3.12)"; exit 1; }
@@ -69,6 +71,13 @@ test: $(BIN)/.installed services browser lint
 simulate: $(BIN)/.installed
 	DATABASE_URL=sqlite:///:memory: $(BIN)/python manage.py simulate_attribution \
 		--seed $(or $(SEED),1) --days $(or $(DAYS),14) --suites $(or $(SUITES),3)
+
+# The dataset is built once per version in its own database and reused by later runs.
+bench: $(BIN)/.installed services browser
+	@psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$(BENCH_DATABASE)'" | grep -q 1 \
+		|| createdb -h 127.0.0.1 -U postgres $(BENCH_DATABASE)
+	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(BENCH_DATABASE) $(BIN)/python manage.py migrate --no-input -v0
+	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(BENCH_DATABASE) $(BIN)/python manage.py bench
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache

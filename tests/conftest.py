@@ -110,3 +110,11 @@ def cache_with_real_guidellm(tmp_path) -> Path:
         executables={"vllm": RUNNER_FIXTURES / "fake_vllm_server.py"},
     )
     return cache
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache() -> None:
+    """Each test starts with an empty cache: cached chart data of an earlier test is never served."""
+    from django.core.cache import cache
+
+    cache.clear()

@@ -5,7 +5,9 @@ from datetime import UTC, datetime, timedelta
 from typing import cast
 
 import factory
+from django.db.models import Max
 
+from dashboard.benchmarks.bulk import rows_copy
 from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, RunStatus, Series, Suite
 
 
@@ -87,3 +89,61 @@ def run_with_values(
         )
         Measurement.objects.create(run=run, series=series, commit=commit, value=value)
     return run
+
+
+def bulk_history(
+    *,
+    suite: Suite,
+    values: dict[tuple[int, str], list[float]],
+    start: datetime = datetime(2026, 1, 1, tzinfo=UTC),
+    every: timedelta = timedelta(minutes=50),
+) -> list[Commit]:
+    """A long benchmarked history in a few bulk inserts: commit i on main (position i) has one succeeded
+    run of `suite` holding values[(concurrency, metric)][i]."""
+    count = len(next(iter(values.values())))
+    repository = cast(Repository, RepositoryFactory())
+    tag = f"bulk-{suite.name}-{Commit.objects.count()}"
+    shas = [hashlib.sha1(f"{tag}-{index}".encode()).hexdigest() for index in range(count)]
+    rows_copy(
+        model=Commit,
+        fields=("repository", "sha", "position", "committed_at", "subject", "pr_number"),
+        rows=(
+            (
+                repository.pk,
+                shas[index],
+                index,
+                start + every * index,
+                f"[Perf] Bulk change {index} (#{60000 + index})",
+                60000 + index,
+            )
+            for index in range(count)
+        ),
+    )
+    commits = list(
+        Commit.objects.filter(
+            sha__in=[hashlib.sha1(f"{tag}-{i}".encode()).hexdigest() for i in range(count)]
+        ).order_by("position")
+    )
+    first_run = Run.objects.aggregate(last=Max("pk"))["last"] or 0
+    rows_copy(
+        model=Run,
+        fields=("commit", "suite", "hardware_class", "status", "finished_at"),
+        rows=((c.pk, suite.pk, suite.hardware_class, RunStatus.SUCCEEDED, c.committed_at) for c in commits),
+    )
+    runs = list(Run.objects.filter(pk__gt=first_run, suite=suite).order_by("commit__position"))
+    series = {
+        key: Series.objects.get_or_create(
+            suite=suite, hardware_class=suite.hardware_class, concurrency=key[0], metric=key[1]
+        )[0]
+        for key in values
+    }
+    rows_copy(
+        model=Measurement,
+        fields=("run", "series", "commit", "value"),
+        rows=(
+            (run.pk, series[key].pk, run.commit_id, column[index])
+            for key, column in values.items()
+            for index, run in enumerate(runs)
+        ),
+    )
+    return commits

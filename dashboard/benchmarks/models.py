@@ -7,7 +7,7 @@ from typing import ClassVar
 from urllib.parse import quote
 
 from django.db import models
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from runners.stages import STAGE_BENCHMARKING, STAGE_INSTALLING, STAGE_STARTING_SERVER, STAGE_STORING
@@ -272,7 +272,11 @@ class Run(models.Model):
                 name="run_unique_report",
             )
         ]
-        indexes = [models.Index(fields=["suite", "hardware_class", "status"])]
+        indexes = [
+            models.Index(fields=["suite", "hardware_class", "status"]),
+            # The runs list, newest finished first.
+            models.Index(F("finished_at").desc(nulls_last=True), F("id").desc(), name="run_finished_newest"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} {self.suite} @ {self.commit.short_sha} ({self.status})"
@@ -319,15 +323,22 @@ class Series(models.Model):
 
 
 class Measurement(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="measurements")
-    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="measurements")
+    # No single-column indexes on run and series: the unique (run, series) and the (series, commit)
+    # index start with them.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="measurements", db_index=False)
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="measurements", db_index=False)
     # Denormalised from run so a series' points are one indexed scan.
     commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="measurements")
     value = models.FloatField()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "series"], name="measurement_unique_per_run")]
-        indexes = [models.Index(fields=["series", "commit"])]
+        # Covering on PostgreSQL: a series' points are read from the index alone.
+        indexes = [
+            models.Index(
+                fields=["series", "commit"], include=["value", "run"], name="measurement_series_cover"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.series}: {self.value}"

@@ -6,7 +6,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 
 from django.conf import settings
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Window
@@ -114,78 +114,6 @@ def suite_metrics(*, suite: Suite, hardware_class: str) -> set[str]:
     return set(
         Series.objects.filter(suite=suite, hardware_class=hardware_class).values_list("metric", flat=True)
     )
-
-
-def timeline_series(
-    *,
-    suite: Suite,
-    hardware_class: str,
-    metrics: tuple[str, ...] = HEADLINE_METRICS,
-    date_from: date | None = None,
-    date_to: date | None = None,
-    concurrencies: tuple[int, ...] = (),
-) -> list[TimelineSeries]:
-    """Per (metric, concurrency): one point per benchmarked commit (the median of its runs), in main order."""
-    measurements = Measurement.objects.filter(
-        series__suite=suite,
-        series__hardware_class=hardware_class,
-        series__metric__in=metrics,
-        run__status=RunStatus.SUCCEEDED,
-    )
-    if concurrencies:
-        # Level 0 holds the metrics of a run as a whole (capacity, accuracy): no level filters them out.
-        measurements = measurements.filter(series__concurrency__in=(0, *concurrencies))
-    if date_from:
-        measurements = measurements.filter(commit__committed_at__date__gte=date_from)
-    if date_to:
-        measurements = measurements.filter(commit__committed_at__date__lte=date_to)
-    rows = measurements.values_list(
-        "series__metric",
-        "series__concurrency",
-        "commit_id",
-        "commit__sha",
-        "commit__subject",
-        "commit__pr_number",
-        "commit__committed_at",
-        "commit__position",
-        "value",
-    )
-    values: dict[tuple[str, int, int], list[float]] = defaultdict(list)
-    commits: dict[int, tuple[str, str, int | None, datetime | None, int | None]] = {}
-    for metric, concurrency, commit_id, sha, subject, pr_number, committed_at, position, value in rows:
-        values[(metric, concurrency, commit_id)].append(value)
-        commits[commit_id] = (sha, subject, pr_number, committed_at, position)
-
-    def order(commit_id: int) -> tuple[bool, int, float, int]:
-        _, _, _, committed_at, position = commits[commit_id]
-        return main_order_key(position=position, committed_at=committed_at, commit_id=commit_id)
-
-    ordered_commits = sorted(commits, key=order)
-    keys = sorted(
-        {(metric, concurrency) for metric, concurrency, _ in values},
-        key=lambda k: (metrics.index(k[0]), k[1]),
-    )
-    result = []
-    for metric, concurrency in keys:
-        points = []
-        for commit_id in ordered_commits:
-            samples = values.get((metric, concurrency, commit_id))
-            if not samples:
-                continue
-            sha, subject, pr_number, committed_at, position = commits[commit_id]
-            points.append(
-                TimelinePoint(
-                    commit_sha=sha,
-                    subject=subject,
-                    pr_number=pr_number,
-                    committed_at=committed_at,
-                    position=position,
-                    value=commit_value_of(samples),
-                    runs=len(samples),
-                )
-            )
-        result.append(TimelineSeries(metric=metric, concurrency=concurrency, points=tuple(points)))
-    return result
 
 
 @dataclass(frozen=True)
@@ -364,23 +292,32 @@ class BenchmarkedCommit:
 
 
 def commits_recently_benchmarked(*, limit: int = 12) -> list[BenchmarkedCommit]:
-    """The newest commits on main with a finished run, newest first. One query."""
-    commits = (
-        Commit.objects.filter(runs__status__in=(RunStatus.SUCCEEDED, RunStatus.FAILED))
-        .annotate(
-            runs_succeeded=Count("runs", filter=Q(runs__status=RunStatus.SUCCEEDED)),
-            runs_failed=Count("runs", filter=Q(runs__status=RunStatus.FAILED)),
-            last_finished_at=Max("runs__finished_at"),
-        )
+    """The newest commits on main with a finished run, newest first. Two queries: the commits, walked
+    newest first until `limit` have a finished run (an index scan, not a sort of every run), then their
+    run counts."""
+    finished = (RunStatus.SUCCEEDED, RunStatus.FAILED)
+    commits = list(
+        Commit.objects.filter(Exists(Run.objects.filter(commit=OuterRef("pk"), status__in=finished)))
         .select_related("repository")
-        .order_by(*main_order(newest_first=True))
-    )[:limit]
+        .order_by(*main_order(newest_first=True))[:limit]
+    )
+    counts = {
+        row["commit_id"]: row
+        for row in Run.objects.filter(commit__in=commits, status__in=finished)
+        .values("commit_id")
+        .annotate(
+            succeeded=Count("pk", filter=Q(status=RunStatus.SUCCEEDED)),
+            failed=Count("pk", filter=Q(status=RunStatus.FAILED)),
+            last_finished_at=Max("finished_at"),
+        )
+        .order_by()
+    }
     return [
         BenchmarkedCommit(
             commit=commit,
-            runs_succeeded=commit.runs_succeeded,
-            runs_failed=commit.runs_failed,
-            last_finished_at=commit.last_finished_at,
+            runs_succeeded=counts[commit.pk]["succeeded"],
+            runs_failed=counts[commit.pk]["failed"],
+            last_finished_at=counts[commit.pk]["last_finished_at"],
         )
         for commit in commits
     ]

@@ -119,7 +119,8 @@ def run_results_store(
     Call it in the transaction that makes the run succeeded. `detect=False` is for a loader that runs
     detection over the whole history afterwards. Returns the number of measurements stored.
     """
-    run.report_gz = gzip.compress(raw_report) if raw_report is not None else None
+    # Level 1: several times faster than the default on a large report, for a few % more bytes.
+    run.report_gz = gzip.compress(raw_report, compresslevel=1) if raw_report is not None else None
     run.report_sha256 = hashlib.sha256(raw_report).hexdigest() if raw_report is not None else ""
     run.guidellm_version = report.guidellm_version
     run.save()

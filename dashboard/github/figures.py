@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
-import plotly.graph_objects as go
+import numpy as np
 
-from dashboard.benchmarks import selectors as benchmark_selectors
+from dashboard.benchmarks.columns import commit_days, commit_positions, commits_facts, timeline_columns
 from dashboard.benchmarks.models import Suite
 from dashboard.github.selectors import Marker, PullDetail, timeline_markers
-from dashboard.github.timeline import markers_draw
-from dashboard.web.figures import CommitUrl, timeline_figure
+from dashboard.github.timeline import markers_traces
+from dashboard.web.decimation import buckets_for
+from dashboard.web.figures import (
+    CommitUrl,
+    DrawnSeries,
+    commits_table,
+    day_ticks,
+    drawn_points,
+    facts_days,
+    series_thin,
+    timeline_figure,
+)
 
 # The charts open on this many benchmarked commits either side of the merge.
 ZOOM_COMMITS = 8
 MAX_TICKS = 8
+DEFAULT_WIDTH_PX = 1200
 
 
 def zoom_window(
@@ -28,14 +40,9 @@ def zoom_window(
     return max(0, after - commits), min(len(positions) - 1, after + commits - 1)
 
 
-def _ticks_in(meta: dict[str, list[list[float | str]]], x0: float, x1: float) -> list[list[float | str]]:
-    # As the chart script does when zoomed: days while three are in view, else short shas.
-    def visible(kind: str) -> list[list[float | str]]:
-        return [tick for tick in meta.get(kind, []) if x0 <= float(tick[0]) <= x1]
-
-    ticks = visible("day_ticks")
-    ticks = ticks if len(ticks) >= 3 else visible("commit_ticks")
-    return ticks[:: max(1, -(-len(ticks) // MAX_TICKS))]
+def _ticks_in(ticks: Sequence[tuple[float, str]], x0: float, x1: float) -> list[tuple[float, str]]:
+    visible = [tick for tick in ticks if x0 <= tick[0] <= x1]
+    return visible[:: max(1, -(-len(visible) // MAX_TICKS))]
 
 
 def pull_request_figure(
@@ -46,61 +53,91 @@ def pull_request_figure(
     metric: str,
     tracking: Collection[str] | None,
     commit_url: CommitUrl,
-) -> go.Figure:
-    """``metric`` of ``suite`` along main with the tracking-issue markers, zoomed on the PR's merge."""
-    series = benchmark_selectors.timeline_series(
-        suite=suite, hardware_class=hardware_class, metrics=(metric,)
-    )
-    drawn = [point for item in series for point in item.points]
+    width_px: int = DEFAULT_WIDTH_PX,
+) -> dict[str, Any]:
+    """``metric`` of ``suite`` along main with the tracking-issue markers, zoomed on the PR's merge: the
+    window around it at full resolution, the rest of the history thinned to the chart's width."""
+    columns = timeline_columns(suite=suite, hardware_class=hardware_class, metrics=(metric,))
     number = detail.pull.number
-    markers = timeline_markers(
-        suite=suite,
-        hardware_class=hardware_class,
-        commit_order=[point.commit_sha for point in drawn],
-        tracking=tracking,
-    )
     merge = detail.pull.merge_commit
-    shas_at = {point.position: point.commit_sha for point in drawn if point.position is not None}
-    positions = sorted(shas_at)
-    drawn_at = next(
-        (shas_at[p] for p in positions if merge and merge.position is not None and p >= merge.position), None
+    positions = sorted({int(x) for item in columns.series for x in item.x.tolist()})
+    window: tuple[float, float] | None = None
+    merge_position = merge.position if merge is not None else None
+    if columns.by_position and positions and merge_position is not None and positions[-1] >= merge_position:
+        first, last = zoom_window(positions=positions, merge_position=merge_position)
+        window = (positions[first] - 0.5, positions[last] + 0.5)
+    buckets = buckets_for(width_px=width_px)
+    drawn = []
+    for item in series_thin(columns.series, buckets=buckets):
+        if window is not None:
+            inside = np.flatnonzero((item.series.x >= window[0]) & (item.series.x <= window[1]))
+            item = DrawnSeries(series=item.series, indexes=np.union1d(item.indexes, inside))
+        drawn.append(item)
+    points = drawn_points(drawn)
+    # The window is drawn at full resolution with each commit's details; the rest of the history thinned.
+    detailed = [(x, c) for x, c in points if window is None or window[0] <= x <= window[1]]
+    facts = commits_facts(commit_ids={commit_id for _, commit_id in detailed})
+    x_of = {facts[commit_id].sha: x for x, commit_id in detailed if commit_id in facts}
+    markers = timeline_markers(suite=suite, hardware_class=hardware_class, tracking=tracking)
+    if window is not None and merge is not None:
+        drawn_at = next(
+            (sha for sha, x in sorted(x_of.items(), key=lambda item: item[1]) if x >= (merge.position or 0)),
+            None,
+        )
+        if drawn_at is not None:
+            # The PR's own marker is drawn even when no tracking issue lists it, and highlighted.
+            own = Marker(
+                kind="pr",
+                drawn_at_sha=drawn_at,
+                commit_sha=merge.sha,
+                label=f"#{number}",
+                title=detail.pull.title,
+                author=detail.pull.author,
+                url=detail.pull.url,
+                pr_number=number,
+                tracking=f"PR #{number}",
+                exact=drawn_at == merge.sha,
+            )
+            markers = [own, *(marker for marker in markers if marker.pr_number != number)]
+    marker_x = dict(x_of)
+    if columns.by_position:
+        marker_x |= commit_positions(shas={marker.drawn_at_sha for marker in markers})
+    days = day_ticks(
+        commit_days(commit_id=points[0][1], low=points[0][0], high=points[-1][0])
+        if columns.by_position and points
+        else facts_days(detailed, facts)
     )
-    # Zoom only where x is the position on main (timeline_figure falls back to ranks without positions).
-    if (
-        merge is None
-        or merge.position is None
-        or drawn_at is None
-        or len(shas_at) < len({p.commit_sha for p in drawn})
-    ):
-        return timeline_figure(metric=metric, series=series, commit_url=commit_url, markers=markers)
-    figure = timeline_figure(metric=metric, series=series, commit_url=commit_url)
-    first, last = zoom_window(positions=positions, merge_position=merge.position)
-    x0, x1 = positions[first] - 0.5, positions[last] + 0.5
-    ticks = _ticks_in(figure.layout.meta or {}, x0, x1)
-    visible = [point.value for point in drawn if point.position is not None and x0 <= point.position <= x1]
+    figure = timeline_figure(
+        metric=metric,
+        drawn=drawn,
+        days=days,
+        commit_ticks=sorted((x, sha[:8]) for sha, x in x_of.items()),
+        by_position=columns.by_position,
+        markers=markers_traces(markers=markers, x_of=marker_x, highlight_pr=number if window else None),
+    )
+    figure["commits"] = commits_table(
+        [(x, facts[commit_id]) for x, commit_id in detailed if commit_id in facts], commit_url
+    )
+    if window is None:
+        return figure
+    x0, x1 = window
+    visible = [
+        float(value)
+        for item in drawn
+        for x, value in zip(item.series.x.tolist(), item.series.values.tolist(), strict=True)
+        if x0 <= x <= x1
+    ]
     pad = (max(visible) - min(visible)) * 0.1 or abs(max(visible)) * 0.05 or 1.0
-    figure.update_xaxes(
-        range=[x0, x1],
-        autorange=False,
-        tickmode="array",
-        tickvals=[tick[0] for tick in ticks],
-        ticktext=[tick[1] for tick in ticks],
+    ticks = _ticks_in(days, x0, x1)
+    ticks = ticks if len(ticks) >= 3 else _ticks_in(sorted((x, sha[:8]) for sha, x in x_of.items()), x0, x1)
+    figure["layout"]["xaxis"].update(
+        {
+            "range": [x0, x1],
+            "autorange": False,
+            "tickmode": "array",
+            "tickvals": [x for x, _ in ticks],
+            "ticktext": [label for _, label in ticks],
+        }
     )
-    figure.update_yaxes(range=[min(visible) - pad, max(visible) + pad], autorange=False)
-    # The PR's own marker is drawn even when no tracking issue lists it, and highlighted.
-    own = Marker(
-        kind="pr",
-        drawn_at_sha=drawn_at,
-        commit_sha=merge.sha,
-        label=f"#{number}",
-        title=detail.pull.title,
-        author=detail.pull.author,
-        url=detail.pull.url,
-        pr_number=number,
-        tracking=f"PR #{number}",
-        exact=drawn_at == merge.sha,
-    )
-    others = [marker for marker in markers if marker.pr_number != number]
-    x_of = {sha: float(position) for position, sha in shas_at.items()}
-    markers_draw(figure=figure, markers=[own, *others], x_of=x_of, highlight_pr=number)
+    figure["layout"]["yaxis"].update({"range": [min(visible) - pad, max(visible) + pad], "autorange": False})
     return figure

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-import plotly.graph_objects as go
 from django.http import QueryDict
 from django.urls import reverse
 
@@ -79,89 +79,95 @@ def _hover(marker: Marker) -> str:
     return f"<b>PR {marker.label}</b>  {marker.tracking}<br>{title}<br>{author}{where}<br>{marker.url}"
 
 
-def markers_draw(
+def _line_trace(xs: Sequence[float], *, name: str, color: str, highlighted: bool) -> dict[str, Any]:
+    # Every vertical line of a group in one trace: x, x, gap for each, spanning the overlay axis.
+    return {
+        "type": "scatter",
+        "x": [value for x in xs for value in (x, x, None)],
+        "y": [y for _ in xs for y in (0, 1, None)],
+        "yaxis": "y2",
+        "mode": "lines",
+        "line": {
+            "color": color,
+            "width": 2.5 if highlighted else 1,
+            "dash": "solid" if highlighted else "dot",
+        },
+        "opacity": 0.9 if highlighted else 0.45,
+        "hoverinfo": "skip",
+        "showlegend": False,
+        "legendgroup": name,
+        "meta": {"kind": "marker-lines", "tracking": name},
+    }
+
+
+def markers_traces(
     *,
-    figure: go.Figure,
     markers: Sequence[Marker],
     x_of: Mapping[str, float],
     highlight_pr: int | None = None,
-) -> None:
-    """Draw each marker on ``figure``: a dotted vertical line at its commit's x and, at the top, a symbol
+) -> list[dict[str, Any]]:
+    """Traces that draw each marker: a dotted vertical line at its commit's x and, at the top, a symbol
     whose hover names the PR (or tag) and whose click opens the PR's page. One legend entry per tracking
-    issue and one for release tags, so each can be hidden from the legend too."""
+    issue and one for release tags, so each can be hidden from the legend too; a few traces whatever
+    the number of markers."""
     drawn = [marker for marker in markers if marker.drawn_at_sha in x_of]
     if not drawn:
-        return
+        return []
     groups: dict[str, list[tuple[Marker, float, float]]] = defaultdict(list)
     drawn.sort(key=lambda marker: x_of[marker.drawn_at_sha])
-    span = max(x_of.values()) - min(x_of.values())
+    xs = [x_of[marker.drawn_at_sha] for marker in drawn]
+    span = max(xs) - min(xs)
     row_ends: list[float] = [float("-inf")] * _ROWS
-    for marker in drawn:
-        x = x_of[marker.drawn_at_sha]
+    for marker, x in zip(drawn, xs, strict=True):
         row = next(
             (index for index, end in enumerate(row_ends) if x - end > span * _LABEL_GAP_SHARE),
             min(range(_ROWS), key=row_ends.__getitem__),
         )
         row_ends[row] = x
-        y = _ROW_TOP - _ROW_STEP * row
-        groups[marker.tracking or "release tags"].append((marker, x, y))
-        highlighted = highlight_pr is not None and marker.pr_number == highlight_pr
-        figure.add_shape(
-            type="line",
-            xref="x",
-            yref="paper",
-            x0=x,
-            x1=x,
-            y0=0,
-            y1=1,
-            layer="below",
-            line={
-                "color": HIGHLIGHT_COLOR if highlighted else TAG_COLOR if marker.kind == "tag" else PR_COLOR,
-                "width": 2.5 if highlighted else 1,
-                "dash": "solid" if highlighted else "dot",
-            },
-            opacity=0.9 if highlighted else 0.45,
-        )
+        groups[marker.tracking or "release tags"].append((marker, x, _ROW_TOP - _ROW_STEP * row))
+    traces: list[dict[str, Any]] = []
     for name, entries in sorted(groups.items(), key=lambda group: group[0] == "release tags"):
         is_tags = name == "release tags"
-        figure.add_trace(
-            go.Scatter(
-                x=[x for _, x, _ in entries],
-                y=[y for _, _, y in entries],
-                yaxis="y2",
-                mode="markers+text",
-                text=[marker.label for marker, _, _ in entries],
-                textposition="middle right",
-                textfont={"size": 10, "color": TAG_COLOR if is_tags else PR_COLOR},
-                marker={
+        color = TAG_COLOR if is_tags else PR_COLOR
+
+        def lit(marker: Marker) -> bool:
+            return highlight_pr is not None and marker.pr_number == highlight_pr
+
+        plain = [x for marker, x, _ in entries if not lit(marker)]
+        if plain:
+            traces.append(_line_trace(plain, name=name, color=color, highlighted=False))
+        highlighted = [x for marker, x, _ in entries if lit(marker)]
+        if highlighted:
+            traces.append(_line_trace(highlighted, name=name, color=HIGHLIGHT_COLOR, highlighted=True))
+        traces.append(
+            {
+                "type": "scatter",
+                "x": [x for _, x, _ in entries],
+                "y": [y for _, _, y in entries],
+                "yaxis": "y2",
+                "mode": "markers+text",
+                "text": [marker.label for marker, _, _ in entries],
+                "textposition": "middle right",
+                "textfont": {"size": 10, "color": color},
+                "marker": {
                     "symbol": "diamond" if is_tags else "triangle-down",
                     "size": 10,
-                    "color": [
-                        HIGHLIGHT_COLOR
-                        if highlight_pr is not None and m.pr_number == highlight_pr
-                        else TAG_COLOR
-                        if is_tags
-                        else PR_COLOR
-                        for m, _, _ in entries
-                    ],
+                    "color": [HIGHLIGHT_COLOR if lit(m) else color for m, _, _ in entries],
                     "line": {"color": "#ffffff", "width": 1},
                 },
-                name=name,
-                legendgroup=name,
-                customdata=[
+                "name": name,
+                "legendgroup": name,
+                "customdata": [
                     [
                         marker.url if marker.pr_number is None else pull_page_url(marker.pr_number),
                         marker.label,
                     ]
                     for marker, _, _ in entries
                 ],
-                hovertext=[_hover(marker) for marker, _, _ in entries],
-                hovertemplate="%{hovertext}<extra></extra>",
-                cliponaxis=False,
-                meta={"kind": "markers", "tracking": name},
-            )
+                "hovertext": [_hover(marker) for marker, _, _ in entries],
+                "hovertemplate": "%{hovertext}<extra></extra>",
+                "cliponaxis": False,
+                "meta": {"kind": "markers", "tracking": name},
+            }
         )
-    figure.update_layout(
-        yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
-        showlegend=True,
-    )
+    return traces

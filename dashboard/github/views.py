@@ -7,7 +7,6 @@ import json
 import re
 from collections.abc import Sequence
 
-import plotly.io
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -161,7 +160,7 @@ def pull_request_figure(request: HttpRequest, number: int, suite: str, metric: s
         tracking=tracking_selection_parse(query=request.GET),
         commit_url=commit_url_builder(),
     )
-    return HttpResponse(plotly.io.to_json(figure), content_type="application/json")
+    return JsonResponse(figure)
 
 
 def _compare_load_curves(*, comparison: Comparison) -> list[LoadCurveSection]:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-
-import plotly.graph_objects as go
+from typing import Any
 
 from dashboard.regressions.selectors import AlertMarker
 
@@ -12,32 +11,31 @@ KIND_COLORS = {"regression": "#dc2626", "improvement": "#16a34a", "trade_off": "
 KIND_SYMBOLS = {"regression": "triangle-up", "improvement": "triangle-down", "trade_off": "diamond"}
 
 
-def alert_markers_draw(
-    *, figure: go.Figure, markers: Sequence[AlertMarker], x_of: Mapping[str, float]
-) -> None:
-    """Draw each alert group as a symbol along the bottom of the plot; clicking it opens the group."""
+def alert_markers_traces(
+    *, markers: Sequence[AlertMarker], x_of: Mapping[str, float]
+) -> list[dict[str, Any]]:
+    """One trace drawing each alert group as a symbol along the bottom of the plot; clicking it opens
+    the group."""
     drawn = [marker for marker in markers if marker.commit_sha in x_of]
     if not drawn:
-        return
-    figure.add_trace(
-        go.Scatter(
-            x=[x_of[marker.commit_sha] for marker in drawn],
-            y=[0.03] * len(drawn),
-            yaxis="y2",
-            mode="markers",
-            marker={
+        return []
+    return [
+        {
+            "type": "scatter",
+            "x": [x_of[marker.commit_sha] for marker in drawn],
+            "y": [0.03] * len(drawn),
+            "yaxis": "y2",
+            "mode": "markers",
+            "marker": {
                 "symbol": [KIND_SYMBOLS.get(marker.kind, "circle") for marker in drawn],
                 "color": [KIND_COLORS.get(marker.kind, "#64748b") for marker in drawn],
                 "size": 11,
                 "line": {"color": "#ffffff", "width": 1},
             },
-            name="alerts",
-            customdata=[[marker.url, marker.label] for marker in drawn],
-            hovertemplate="<b>Alert</b> %{customdata[1]}<br>click to open<extra></extra>",
-            cliponaxis=False,
-            meta={"kind": "alerts"},
-        )
-    )
-    figure.update_layout(
-        yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}, showlegend=True
-    )
+            "name": "alerts",
+            "customdata": [[marker.url, marker.label] for marker in drawn],
+            "hovertemplate": "<b>Alert</b> %{customdata[1]}<br>click to open<extra></extra>",
+            "cliponaxis": False,
+            "meta": {"kind": "alerts"},
+        }
+    ]

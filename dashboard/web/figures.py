@@ -6,20 +6,20 @@ A point's `customdata[0]` is the page it opens when clicked (the JS knows no URL
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import datetime
+import base64
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
-import plotly.graph_objects as go
+import numpy as np
+import numpy.typing as npt
 
+from dashboard.benchmarks.columns import CommitFacts, SeriesColumns
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
-from dashboard.benchmarks.models import main_order_key
-from dashboard.benchmarks.selectors import TimelinePoint, TimelineSeries
+from dashboard.benchmarks.selectors import TimelineSeries
 from dashboard.chart_style import FONT, GRID, HOVER_LABEL, MUTED, PALETTE
-from dashboard.github.selectors import Marker
-from dashboard.github.timeline import markers_draw
-from dashboard.regressions.selectors import AlertMarker
-from dashboard.regressions.timeline import alert_markers_draw
+from dashboard.web.decimation import decimate_minmax
 
 MAX_TICKS = 8
 SUBJECT_CHARS = 90
@@ -49,43 +49,40 @@ def concurrency_color(*, concurrency: int) -> str:
     return PALETTE[(max(concurrency, 1).bit_length() - 1) % len(PALETTE)]
 
 
-def _x_positions(series: Sequence[TimelineSeries]) -> tuple[dict[str, float], bool]:
-    """x per commit sha: its position on main when every point has one (gaps then show as spacing),
-    else its rank among the figure's commits."""
-    points = [point for item in series for point in item.points]
-    if points and all(point.position is not None for point in points):
-        return {point.commit_sha: float(point.position or 0) for point in points}, True
-    ranked: dict[str, float] = {}
-    # Every series is already in main order; merging them keeps that order for the union of commits.
-    for point in sorted(
-        points, key=lambda p: main_order_key(position=p.position, committed_at=p.committed_at)
-    ):
-        ranked.setdefault(point.commit_sha, float(len(ranked)))
-    return ranked, False
+def typed_array(values: npt.NDArray[Any]) -> dict[str, str]:
+    """A column as plotly.js's base64 typed array: whole numbers as int32, others as float32 (seven
+    significant digits, more than any chart shows)."""
+    array = np.asarray(values)
+    whole = array.dtype.kind in "iu" or bool(np.array_equal(array, np.round(array)))
+    if whole and (not len(array) or abs(array).max() < 2**31):
+        return {"dtype": "i4", "bdata": base64.b64encode(array.astype("<i4").tobytes()).decode()}
+    data = array.astype("<f4")
+    return {"dtype": "f4", "bdata": base64.b64encode(data.tobytes()).decode()}
 
 
-def _date_label(moment: datetime, *, with_year: bool) -> str:
+def _date_label(moment: date, *, with_year: bool) -> str:
     return moment.strftime("%b %-d %Y" if with_year else "%b %-d")
 
 
-def _tick_candidates(
-    series: Sequence[TimelineSeries], x_of: dict[str, float]
-) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
-    """(first commit of each day, every commit) as (x, label): the JS labels a zoomed axis with days,
-    or with short shas once fewer than three days are in view."""
-    commits: dict[float, TimelinePoint] = {}
-    for item in series:
-        for point in item.points:
-            commits.setdefault(x_of[point.commit_sha], point)
-    ordered = sorted(commits.items())
-    dated = [(x, point.committed_at) for x, point in ordered if point.committed_at is not None]
-    with_year = len({moment.year for _, moment in dated}) > 1
-    days: dict[str, float] = {}
-    for x, moment in dated:
-        days.setdefault(_date_label(moment, with_year=with_year), x)
-    day_ticks = sorted((x, label) for label, x in days.items())
-    commit_ticks = [(x, point.commit_sha[:8]) for x, point in ordered]
-    return day_ticks, commit_ticks
+def day_ticks(days: Sequence[tuple[float, date]]) -> list[tuple[float, str]]:
+    """(x, label) of the first commit of each day, from (x, day) of commits in any order: the JS labels
+    a zoomed axis with these, or with short shas once fewer than three days are in view."""
+    with_year = len({day.year for _, day in days}) > 1
+    first: dict[date, float] = {}
+    for x, day in days:
+        first[day] = min(x, first.get(day, x))
+    return sorted((x, _date_label(day, with_year=with_year)) for day, x in first.items())
+
+
+def facts_days(
+    points: Sequence[tuple[float, int]], facts: Mapping[int, CommitFacts]
+) -> list[tuple[float, date]]:
+    """(x, day) of the (x, commit id) points whose commit time is known."""
+    return [
+        (x, moment.date())
+        for x, commit_id in points
+        if commit_id in facts and (moment := facts[commit_id].committed_at) is not None
+    ]
 
 
 def _spread(candidates: list[tuple[float, str]], count: int) -> list[tuple[float, str]]:
@@ -95,18 +92,24 @@ def _spread(candidates: list[tuple[float, str]], count: int) -> list[tuple[float
     return [candidates[int(index * step)] for index in range(count)]
 
 
-def _customdata(point: TimelinePoint, commit_url: CommitUrl) -> list[str]:
-    subject = point.subject or "(subject not synced yet)"
-    if len(subject) > SUBJECT_CHARS:
-        subject = subject[: SUBJECT_CHARS - 1] + "…"
-    return [
-        commit_url(point.commit_sha),
-        point.commit_sha[:8],
-        subject,
-        f"PR #{point.pr_number}" if point.pr_number else "no PR",
-        point.committed_at.strftime("%Y-%m-%d %H:%M UTC") if point.committed_at else "date unknown",
-        f" · median of {point.runs} runs" if point.runs > 1 else "",
-    ]
+def commits_table(commits: Sequence[tuple[float, CommitFacts]], commit_url: CommitUrl) -> dict[str, Any]:
+    """The drawn commits as columns, once per response: the chart script turns them into each point's
+    hover and click target (a point finds its commit by x), so no point carries text of its own."""
+    return {
+        "x": typed_array(np.array([x for x, _ in commits], dtype=np.float64)),
+        "url": commit_url("{sha}"),
+        "sha": [facts.sha for _, facts in commits],
+        "subject": [_short(facts.subject or "(subject not synced yet)") for _, facts in commits],
+        "pr": [facts.pr_number or 0 for _, facts in commits],
+        "time": [
+            facts.committed_at.strftime("%Y-%m-%d %H:%M UTC") if facts.committed_at else "date unknown"
+            for _, facts in commits
+        ],
+    }
+
+
+def _short(subject: str) -> str:
+    return subject if len(subject) <= SUBJECT_CHARS else subject[: SUBJECT_CHARS - 1] + "…"
 
 
 def _translucent(hex_color: str, *, alpha: float) -> str:
@@ -118,130 +121,175 @@ def _value_format(display: MetricDisplay) -> str:
     return f",.{display.decimals}f"
 
 
+@dataclass(frozen=True)
+class DrawnSeries:
+    """The points of one series a chart draws (all of them, or its min/max buckets)."""
+
+    series: SeriesColumns
+    indexes: npt.NDArray[np.intp]
+
+    @property
+    def commit_ids(self) -> npt.NDArray[np.int64]:
+        return self.series.commit_ids[self.indexes]
+
+
+def drawn_points(drawn: Sequence[DrawnSeries]) -> list[tuple[float, int]]:
+    """(x, commit id) of every commit the drawn series show, oldest first, each once."""
+    return sorted(
+        {
+            (x, commit_id)
+            for item in drawn
+            for x, commit_id in zip(
+                item.series.x[item.indexes].tolist(), item.commit_ids.tolist(), strict=True
+            )
+        }
+    )
+
+
+def series_thin(
+    series: Sequence[SeriesColumns], *, buckets: int | None, x_range: tuple[float, float] | None = None
+) -> list[DrawnSeries]:
+    """Each series decimated to `buckets` min/max buckets over `x_range` (None: every point)."""
+    return [
+        DrawnSeries(
+            series=item,
+            indexes=np.arange(len(item.x), dtype=np.intp)
+            if buckets is None
+            else decimate_minmax(item.x, item.values, buckets=buckets, x_range=x_range),
+        )
+        for item in series
+    ]
+
+
 def timeline_figure(
     *,
     metric: str,
-    series: Sequence[TimelineSeries],
-    commit_url: CommitUrl,
-    markers: Sequence[Marker] = (),
-    alerts: Sequence[AlertMarker] = (),
-) -> go.Figure:
-    """One line per concurrency level of `metric` along main; clicking a point opens its commit. `markers`
-    (tracking-issue PRs, release tags) are drawn at the benchmarked commits they name."""
+    drawn: Sequence[DrawnSeries],
+    days: Sequence[tuple[float, str]],
+    by_position: bool,
+    commit_ticks: Sequence[tuple[float, str]] = (),
+    markers: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
+    """One line per concurrency level of `metric` along main, as plotly JSON (plain data: no figure
+    objects). x and y travel as typed arrays; hover facts come from the response's commits table.
+    `days` label the axis (see day_ticks), `commit_ticks` (x, short sha) when fewer than three days are
+    shown; `markers` are finished traces (PRs, tags, alerts) drawn over the lines."""
     display = metric_display(metric=metric)
-    series = [item for item in series if item.metric == metric and item.points]
-    x_of, by_position = _x_positions(series)
+    drawn = sorted(
+        (item for item in drawn if item.series.metric == metric and len(item.indexes)),
+        key=lambda item: item.series.concurrency,
+    )
     unit = f" {display.unit}" if display.unit else ""
     # Markers make a point easy to hover and click, but hundreds of them would hide the line.
-    marker_size = 5 if max((len(item.points) for item in series), default=0) <= 120 else 3
-    figure = go.Figure()
-    for item in sorted(series, key=lambda s: s.concurrency):
-        color = concurrency_color(concurrency=item.concurrency)
-        figure.add_trace(
-            go.Scatter(
-                x=[x_of[point.commit_sha] for point in item.points],
-                y=[point.value for point in item.points],
-                customdata=[_customdata(point, commit_url) for point in item.points],
-                name=f"c={item.concurrency}" if item.concurrency else "run",
-                mode="lines+markers",
-                line={"color": color, "width": 1.6},
-                marker={"color": color, "size": marker_size},
-                hovertemplate=(
-                    "<b>%{customdata[1]}</b>  %{customdata[3]}  ·  %{customdata[4]}<br>"
-                    "%{customdata[2]}<br>"
-                    f"<b>%{{y:{_value_format(display)}}}{unit}</b>"
-                    + (f" at concurrency {item.concurrency}" if item.concurrency else "")
-                    + "%{customdata[5]}<extra></extra>"
-                ),
-            )
-        )
-    day_ticks, commit_ticks = _tick_candidates(series, x_of)
-    initial_ticks = _spread(day_ticks, MAX_TICKS) if len(day_ticks) >= 3 else _spread(commit_ticks, MAX_TICKS)
-    figure.update_layout(
-        chart_layout(unit=display.unit, height=300),
-        dragmode="zoom",
-        showlegend=bool(series),
-        legend={
-            "orientation": "h",
-            # Left, so that Plotly's mode bar (top right) never covers it.
-            "x": 0,
-            "xanchor": "left",
-            "y": 1.02,
-            "yanchor": "bottom",
-            "title": {"text": "concurrency "},
-            "font": {"size": 12},
-        },
-        meta={"metric": metric, "day_ticks": day_ticks, "commit_ticks": commit_ticks},
-    )
-    figure.update_xaxes(
-        tickmode="array" if initial_ticks else "auto",
-        tickvals=[x for x, _ in initial_ticks],
-        ticktext=[label for _, label in initial_ticks],
-        title_text="" if by_position else "benchmarked commits, oldest → newest",
-    )
-    markers_draw(figure=figure, markers=markers, x_of=x_of)
-    alert_markers_draw(figure=figure, markers=alerts, x_of=x_of)
-    if not series:
-        figure.add_annotation(
-            text="No measurements for these filters",
-            showarrow=False,
-            font={"color": MUTED, "size": 14},
-            xref="paper",
-            yref="paper",
-            x=0.5,
-            y=0.5,
-        )
-        figure.update_xaxes(visible=False)
-        figure.update_yaxes(visible=False)
-    return figure
-
-
-def sparkline_figure(*, series: TimelineSeries, commit_url: CommitUrl) -> go.Figure:
-    """A tiny line of one series, its latest point marked; hover names the commit, a click opens it."""
-    display = metric_display(metric=series.metric)
-    color = concurrency_color(concurrency=series.concurrency)
-    points = series.points
-    unit = f" {display.unit}" if display.unit else ""
-    figure = go.Figure(
-        go.Scatter(
-            x=list(range(len(points))),
-            y=[point.value for point in points],
-            customdata=[_customdata(point, commit_url) for point in points],
-            mode="lines",
-            line={"color": color, "width": 1.5, "shape": "linear"},
-            fill="tozeroy",
-            fillcolor=_translucent(color, alpha=0.08),
-            hovertemplate=(
-                f"<b>%{{customdata[1]}}</b>  %{{customdata[4]}}<br>"
-                f"<b>%{{y:{_value_format(display)}}}{unit}</b><extra></extra>"
+    marker_size = 5 if max((len(item.indexes) for item in drawn), default=0) <= 120 else 3
+    data: list[dict[str, Any]] = []
+    for item in drawn:
+        color = concurrency_color(concurrency=item.series.concurrency)
+        trace: dict[str, Any] = {
+            "type": "scatter",
+            "x": typed_array(item.series.x[item.indexes]),
+            "y": typed_array(item.series.values[item.indexes]),
+            "name": f"c={item.series.concurrency}" if item.series.concurrency else "run",
+            "mode": "lines+markers",
+            "line": {"color": color, "width": 1.6},
+            "marker": {"color": color, "size": marker_size},
+            "hovertemplate": (
+                "<b>%{customdata[1]}</b>  %{customdata[3]}  ·  %{customdata[4]}<br>"
+                "%{customdata[2]}<br>"
+                f"<b>%{{y:{_value_format(display)}}}{unit}</b>"
+                + (f" at concurrency {item.series.concurrency}" if item.series.concurrency else "")
+                + "%{customdata[5]}<extra></extra>"
             ),
-        )
+        }
+        runs = item.series.runs[item.indexes]
+        if (runs > 1).any():
+            trace["repeats"] = {
+                "runs": typed_array(runs),
+                "spread": typed_array(item.series.spread[item.indexes]),
+            }
+        data.append(trace)
+    initial_ticks = _spread(list(days if len(days) >= 3 else commit_ticks), MAX_TICKS)
+    layout = chart_layout(unit=display.unit, height=300)
+    layout["xaxis"].update(
+        {
+            "tickmode": "array" if initial_ticks else "auto",
+            "tickvals": [x for x, _ in initial_ticks],
+            "ticktext": [label for _, label in initial_ticks],
+            "title": {"text": "" if by_position else "benchmarked commits, oldest → newest"},
+        }
     )
-    if points:
-        figure.add_trace(
-            go.Scatter(
-                x=[len(points) - 1],
-                y=[points[-1].value],
-                customdata=[_customdata(points[-1], commit_url)],
-                mode="markers",
-                marker={"color": color, "size": 6},
-                hoverinfo="skip",
-            )
-        )
-    values = [point.value for point in points] or [0.0]
+    layout.update(
+        {
+            "dragmode": "zoom",
+            "showlegend": bool(drawn),
+            "legend": {
+                "orientation": "h",
+                # Left, so that Plotly's mode bar (top right) never covers it.
+                "x": 0,
+                "xanchor": "left",
+                "y": 1.02,
+                "yanchor": "bottom",
+                "title": {"text": "concurrency "},
+                "font": {"size": 12},
+            },
+            "meta": {"metric": metric, "day_ticks": list(days)},
+        }
+    )
+    if markers and drawn:
+        data.extend(markers)
+        layout["yaxis2"] = {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}
+    if not drawn:
+        layout["annotations"] = [
+            {
+                "text": "No measurements for these filters",
+                "showarrow": False,
+                "font": {"color": MUTED, "size": 14},
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+            }
+        ]
+        layout["xaxis"]["visible"] = False
+        layout["yaxis"]["visible"] = False
+    return {"data": data, "layout": layout}
+
+
+SPARK_WIDTH = 1000
+SPARK_HEIGHT = 72
+
+
+@dataclass(frozen=True)
+class SparklineShape:
+    """A sparkline as SVG geometry in a SPARK_WIDTH x SPARK_HEIGHT box: drawn by the page itself, so
+    hundreds of them cost no script and no chart library."""
+
+    line: str  # polyline points
+    area: str  # polygon points: the line closed down to the bottom edge
+    last_x: float
+    last_y: float
+    color: str
+    fill: str
+
+
+def sparkline_shape(*, series: TimelineSeries) -> SparklineShape:
+    """The line of one series scaled into the box with a margin above and below, its latest point marked."""
+    values = [point.value for point in series.points] or [0.0]
     low, high = min(values), max(values)
     pad = (high - low) * 0.15 or abs(high) * 0.05 or 1.0
-    figure.update_layout(
-        template="none",
-        height=72,
-        margin={"l": 2, "r": 6, "t": 6, "b": 2},
-        paper_bgcolor="rgba(0,0,0,0)",
-        plot_bgcolor="rgba(0,0,0,0)",
-        showlegend=False,
-        hovermode="closest",
-        hoverlabel={**HOVER_LABEL, "font": {"color": "#f8fafc", "size": 11}},
-        font={"family": FONT, "size": 11},
-        xaxis={"visible": False, "fixedrange": True},
-        yaxis={"visible": False, "fixedrange": True, "range": [low - pad, high + pad]},
+    low, high = low - pad, high + pad
+    step = SPARK_WIDTH / max(len(values) - 1, 1)
+    coordinates = [
+        (index * step, SPARK_HEIGHT - (value - low) / (high - low) * SPARK_HEIGHT)
+        for index, value in enumerate(values)
+    ]
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in coordinates)
+    color = concurrency_color(concurrency=series.concurrency)
+    return SparklineShape(
+        line=line,
+        area=f"0,{SPARK_HEIGHT} {line} {coordinates[-1][0]:.1f},{SPARK_HEIGHT}",
+        last_x=coordinates[-1][0],
+        last_y=coordinates[-1][1],
+        color=color,
+        fill=_translucent(color, alpha=0.08),
     )
-    return figure

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import plotly.io
 
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.benchmarks.selectors import MeasurementRow, SuiteOverview, TimelineSeries, commit_value_of
-from dashboard.web.figures import CommitUrl, sparkline_figure
+from dashboard.web.figures import SparklineShape, sparkline_shape
 
 HEADLINE_DISPLAYS: tuple[MetricDisplay, ...] = tuple(metric_display(metric=m) for m in HEADLINE_METRICS)
 
@@ -101,7 +97,7 @@ def commit_measurement_blocks(*, rows: Sequence[MeasurementRow]) -> list[Measure
 @dataclass(frozen=True)
 class Sparkline:
     element_id: str
-    figure: dict[str, Any]
+    shape: SparklineShape
     latest_text: str
     caption: str
     change_text: str
@@ -115,7 +111,7 @@ class OverviewCard:
     sparkline: Sparkline | None
 
 
-def _sparkline(series: TimelineSeries | None, commit_url: CommitUrl, element_id: str) -> Sparkline | None:
+def _sparkline(series: TimelineSeries | None, element_id: str) -> Sparkline | None:
     if series is None or len(series.points) < 2:
         return None
     display = metric_display(metric=series.metric)
@@ -124,8 +120,7 @@ def _sparkline(series: TimelineSeries | None, commit_url: CommitUrl, element_id:
     return Sparkline(
         element_id=element_id,
         latest_text=f"{display.format(last)} {display.unit}".strip(),
-        # A plain dict (via plotly's own encoder) so json_script can embed it in the page.
-        figure=json.loads(plotly.io.to_json(sparkline_figure(series=series, commit_url=commit_url))),
+        shape=sparkline_shape(series=series),
         caption=f"{display.short_label.split(' ')[0]} at c={series.concurrency}, "
         f"last {len(series.points)} benchmarked commits",
         change_text=f"{change:+.1f} %",
@@ -142,7 +137,6 @@ def overview_cards(
     *,
     overviews: Sequence[SuiteOverview],
     sparklines: dict[tuple[int, str], TimelineSeries],
-    commit_url: CommitUrl,
 ) -> list[OverviewCard]:
     cards = []
     for index, overview in enumerate(overviews, start=1):
@@ -156,8 +150,6 @@ def overview_cards(
         )
         series = sparklines.get((overview.suite.pk, overview.hardware_class))
         cards.append(
-            OverviewCard(
-                overview=overview, rows=rows, sparkline=_sparkline(series, commit_url, f"sparkline-{index}")
-            )
+            OverviewCard(overview=overview, rows=rows, sparkline=_sparkline(series, f"sparkline-{index}"))
         )
     return cards

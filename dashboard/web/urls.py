@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<id:run_id>/cancel/", run_views.run_cancel, name="run-cancel"),
     path("runners/", run_views.runners, name="runners"),
     path("api/suites/<slug:suite>/series/", api.suite_series, name="suite-series"),
+    path("api/suites/<slug:suite>/timeline/", api.suite_timeline, name="suite-timeline-data"),
     path("api/suites/<slug:suite>/figures/<slug:metric>/", api.suite_figure, name="suite-figure"),
     path("api/runs/live/", run_views.runs_live, name="runs-live"),
     path("api/runs/<id:run_id>/live/", run_views.run_live, name="run-live"),

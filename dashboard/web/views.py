@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from dashboard.benchmarks import selectors
@@ -37,11 +38,7 @@ def commit_url_builder() -> CommitUrl:
 
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
-    cards = overview_cards(
-        overviews=selectors.suites_overview(),
-        sparklines=selectors.suites_sparklines(),
-        commit_url=commit_url_builder(),
-    )
+    cards = overview_cards(overviews=selectors.suites_overview(), sparklines=selectors.suites_sparklines())
     return render(
         request,
         "web/overview.html",
@@ -76,7 +73,7 @@ def timeline_metrics(*, statistic: str, headline: str | None, available: Collect
 def _timeline_context(
     suite: Suite, facet: HardwareFacet | None, filters: TimelineFilters
 ) -> dict[str, object]:
-    """Chart figure URLs, the concurrency chips and the quick date ranges, all carrying the other filters."""
+    """The charts' data URL, the concurrency chips and the quick date ranges, each carrying the filters."""
     figure_query = filters.query_string()
     quick_ranges = []
     if facet and facet.last_commit_at:
@@ -109,13 +106,10 @@ def _timeline_context(
             )
             for level in levels
         ],
-        "charts": [
-            {
-                "display": metric_display(metric=metric),
-                "figure_url": f"{reverse('web:suite-figure', args=[suite.name, metric])}?{figure_query}",
-            }
-            for metric in metrics
-        ],
+        # One request for every chart: the metrics travel with the filters.
+        "timeline_url": f"{reverse('web:suite-timeline-data', args=[suite.name])}?{figure_query}&"
+        + urlencode([("metric", metric) for metric in metrics]),
+        "charts": [{"display": metric_display(metric=metric)} for metric in metrics],
         "statistics": [
             (option, f"?{replace(filters, statistic=option).query_string()}", option == filters.statistic)
             for option in STATISTICS

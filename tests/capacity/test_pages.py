@@ -68,8 +68,11 @@ def test_timeline_charts_the_chosen_percentile_capacity_and_accuracy(client: Cli
 
     html = client.get("/suites/tiny-llama-cpu-sweep/", {"stat": "p99"}).content.decode()
 
-    urls = re.findall(r'data-figure-url="/api/suites/tiny-llama-cpu-sweep/figures/([a-z0-9_]+)/', html)
-    assert urls == [
+    charts = re.findall(r'data-metric="([a-z0-9_]+)"', html)
+    (url,) = re.findall(r'data-timeline-url="(/api/suites/tiny-llama-cpu-sweep/timeline/[^"]+)"', html)
+    # One request brings every chart, in the page's order.
+    assert re.findall(r"metric=([a-z0-9_]+)", url) == charts
+    assert charts == [
         "capacity_req_s",
         "output_throughput_tok_s",
         "ttft_ms_p99",

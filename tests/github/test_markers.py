@@ -167,8 +167,14 @@ def test_the_timeline_figure_draws_a_line_and_a_hoverable_symbol_per_pr(history,
         "github.com/vllm-project/vllm/pull/50912",
     ):
         assert text in hover
-    lines = [shape for shape in data["layout"]["shapes"] if shape["type"] == "line"]
-    assert [(shape["x0"], shape["yref"]) for shape in lines] == [(commits[8].position, "paper")]
+    # The dotted lines of all its PRs are one trace over the overlay axis, not a shape per PR.
+    (lines,) = [trace for trace in data["data"] if (trace.get("meta") or {}).get("kind") == "marker-lines"]
+    assert (lines["x"], lines["y"], lines["yaxis"]) == (
+        [commits[8].position] * 2 + [None],
+        [0, 1, None],
+        "y2",
+    )
+    assert "shapes" not in data["layout"]
 
 
 def test_the_tracking_toggle_in_the_url_hides_an_issues_markers(history, client):
@@ -177,7 +183,7 @@ def test_the_tracking_toggle_in_the_url_hides_an_issues_markers(history, client)
 
     assert marker_traces(figure(client, "&tracking=vllm-project/vllm%2350587"))
     assert marker_traces(figure(client, "&tracking=")) == []
-    assert "shapes" not in figure(client, "&tracking=")["layout"]
+    assert all(trace.get("meta") is None for trace in figure(client, "&tracking=")["data"])
 
 
 def test_the_timeline_page_offers_a_toggle_per_tracking_issue_and_keeps_it_in_the_figure_urls(

@@ -2,14 +2,17 @@
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 from django.db import connections
 from playwright.sync_api import ConsoleMessage, Page, sync_playwright
 
-from dashboard.benchmarks.models import HEADLINE_METRICS
+from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
+from tests.factories import SuiteFactory, bulk_history
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -126,7 +129,8 @@ def test_zoom_is_shared_by_all_charts_and_kept_in_the_url(browser, build_history
     browser.page.reload()
     browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'")
     assert browser.page.evaluate(ranges_js) == [[low, high]] * len(HEADLINE_METRICS)
-    assert browser.page.evaluate(POINTS_PER_TRACE) == [[30]] * len(HEADLINE_METRICS)
+    # The server sent the zoomed range only: its commits and a quarter of the range either side.
+    assert browser.page.evaluate(POINTS_PER_TRACE) == [[17]] * len(HEADLINE_METRICS)
 
     # Zooming out (what a double-click does) drops the range from the URL and from every chart.
     browser.page.evaluate(
@@ -138,6 +142,8 @@ def test_zoom_is_shared_by_all_charts_and_kept_in_the_url(browser, build_history
         "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd.layout.xaxis.autorange)"
     )
     assert browser.page.evaluate(autoranged) == [True] * len(HEADLINE_METRICS)
+    browser.page.wait_for_function("() => document.querySelector('[data-timeline-url]').dataset.range === ''")
+    assert browser.page.evaluate(POINTS_PER_TRACE) == [[30]] * len(HEADLINE_METRICS)
     assert browser.console_errors == []
 
 
@@ -145,10 +151,10 @@ def test_overview_draws_a_sparkline_per_suite(browser, build_history) -> None:
     build_history(commits=8)
     browser.open("/")
     sparklines = browser.page.evaluate(
-        "() => Array.from(document.querySelectorAll('[data-figure-kind=sparkline].js-plotly-plot'))"
-        ".map(gd => gd.data[0].x.length)"
+        "() => Array.from(document.querySelectorAll('a.sparkline polyline'))"
+        ".map(line => [line.points.numberOfItems, line.getBoundingClientRect().width > 300])"
     )
-    assert sparklines == [8]
+    assert sparklines == [[8, True]]
     assert browser.console_errors == []
 
 
@@ -169,4 +175,50 @@ def test_demo_timeline_screenshot(browser, settings, tmp_path) -> None:
     screenshot = tmp_path / "screenshot-timeline.png"
     browser.page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.read_bytes().startswith(b"\x89PNG") and screenshot.stat().st_size > 50_000
+    assert browser.console_errors == []
+
+
+def test_a_year_of_history_is_drawn_thinned_and_a_zoom_fetches_full_resolution(browser) -> None:
+    """10,000 commits: every chart draws its min/max buckets, each level of the step series stays
+    visible, and a zoom brings every commit of the range from the server."""
+    count, every = 10_000, 500
+    levels = 100.0 * 1.04 ** (np.arange(count) // every)
+    noise = np.random.default_rng(11).normal(0, 0.002, count)
+    bulk_history(
+        suite=cast(Suite, SuiteFactory()),
+        values={
+            (level, metric): (levels * level * (1 + noise)).tolist()
+            for level in (1, 16)
+            for metric in HEADLINE_METRICS
+        },
+    )
+
+    browser.open("/suites/kimi-k3-8k1k/")
+
+    counts = browser.page.evaluate(POINTS_PER_TRACE_BY_LEVEL)
+    assert len(counts) == len(HEADLINE_METRICS) and all(len(chart) == 2 for chart in counts)
+    assert all(100 < n < 1_500 for chart in counts for n in chart)  # thinned to the chart's width
+    drawn_levels = browser.page.evaluate(
+        """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+          .filter(gd => gd.dataset.figureKind === 'timeline')
+          .map(gd => gd.data.filter(trace => !trace.meta).map(trace => Array.from(trace.y)
+            .map(y => Math.round(Math.log(y / trace.y[0]) / Math.log(1.04)))))"""
+    )
+    for chart in drawn_levels:
+        for steps in chart:
+            assert set(range(count // every)) <= set(steps)  # no step of the series disappeared
+
+    browser.page.evaluate(
+        "() => Plotly.relayout(document.querySelector('.js-plotly-plot'), {'xaxis.range': [5000, 5100]})"
+    )
+    browser.page.wait_for_function(
+        "() => document.querySelector('[data-timeline-url]').dataset.range === '5000,5100'"
+    )
+    assert browser.page.locator("[data-timeline-url]").get_attribute("data-resolution") == "full"
+    zoomed = browser.page.evaluate(
+        """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+          .filter(gd => gd.dataset.figureKind === 'timeline')
+          .map(gd => gd.data.filter(trace => !trace.meta).map(trace => Array.from(trace.x)))"""
+    )
+    assert all(xs == list(range(4975, 5126)) for chart in zoomed for xs in chart)
     assert browser.console_errors == []

@@ -7,8 +7,9 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Run, RunStatus
+from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Run, RunStatus, Suite
 from tests.factories import CommitFactory, RunFactory, RunnerFactory, SuiteFactory, run_with_values
+from tests.web.chart_data import column, trace_commits
 
 pytestmark = pytest.mark.django_db
 
@@ -20,26 +21,28 @@ def _figure(client: Client, path: str) -> dict:
     return response.json()
 
 
-def test_timeline_page_has_one_chart_per_headline_metric_with_its_figure_url(client, build_history) -> None:
+def test_timeline_page_has_one_chart_per_headline_metric_and_one_data_url(client, build_history) -> None:
     build_history(commits=4)
     response = client.get("/suites/kimi-k3-8k1k/")
     assert response.status_code == 200
     html = response.content.decode()
+    assert html.count('data-timeline-url="/api/suites/kimi-k3-8k1k/timeline/?hardware=b300&amp;metric=') == 1
     for metric in HEADLINE_METRICS:
-        assert f'data-figure-url="/api/suites/kimi-k3-8k1k/figures/{metric}/?hardware=b300"' in html
+        assert f'data-metric="{metric}"' in html
+    assert "data-figure-url" not in html
     assert html.count('data-figure-kind="timeline"') == len(HEADLINE_METRICS)
     assert "↑ higher is better" in html and "↓ lower is better" in html
     assert "/static/plotly/plotly.min.js" in html
     assert "<script>" not in html  # no inline scripts: charts.js draws everything
 
 
-def test_timeline_filters_travel_to_every_figure_url(client, build_history) -> None:
+def test_timeline_filters_travel_to_the_data_url(client, build_history) -> None:
     build_history(commits=4)
     html = client.get(
         "/suites/kimi-k3-8k1k/?from=2026-08-01&to=2026-08-02&concurrency=16&concurrency=1"
     ).content
     assert (
-        b"/api/suites/kimi-k3-8k1k/figures/ttft_ms_mean/"
+        b"/api/suites/kimi-k3-8k1k/timeline/"
         b"?hardware=b300&amp;from=2026-08-01&amp;to=2026-08-02&amp;concurrency=1&amp;concurrency=16"
     ) in html
 
@@ -77,8 +80,10 @@ def test_figure_has_one_trace_per_concurrency_with_a_point_per_benchmarked_commi
     benchmarked = [c for i, c in enumerate(commits) if i not in (5, 6)]
     for trace in figure["data"]:
         # x is the position on main, so the two unbenchmarked commits leave a gap.
-        assert trace["x"] == [commit.position for commit in benchmarked]
-        assert [row[0] for row in trace["customdata"]] == [f"/commits/{c.sha}/" for c in benchmarked]
+        assert column(trace["x"]) == [commit.position for commit in benchmarked]
+        assert [point["url"] for point in trace_commits(figure["commits"], trace)] == [
+            f"/commits/{c.sha}/" for c in benchmarked
+        ]
         assert "tok/s" in trace["hovertemplate"]
     assert figure["layout"]["meta"]["metric"] == "output_throughput_tok_s"
 
@@ -87,15 +92,29 @@ def test_figure_hover_names_sha_subject_pr_and_date(client, build_history) -> No
     commit = build_history(commits=1, concurrencies=(4,))[0]
     figure = _figure(client, "/api/suites/kimi-k3-8k1k/figures/ttft_ms_mean/")
     (trace,) = figure["data"]
-    assert trace["customdata"][0] == [
+    (point,) = trace_commits(figure["commits"], trace)
+    assert (point["url"], point["sha"], point["subject"], point["pr"], point["time"]) == (
         f"/commits/{commit.sha}/",
-        commit.sha[:8],
+        commit.sha,
         commit.subject,
-        f"PR #{commit.pr_number}",
+        commit.pr_number,
         commit.committed_at.strftime("%Y-%m-%d %H:%M UTC"),
-        "",
-    ]
+    )
+    assert "customdata" not in trace  # the chart script fills it from the commits table
     assert " ms</b> at concurrency 4" in trace["hovertemplate"]
+
+
+def test_a_commit_with_repeated_runs_is_the_median_of_them_with_its_spread(client) -> None:
+    suite = cast(Suite, SuiteFactory())
+    commit = cast(Commit, CommitFactory())
+    for value in (100.0, 130.0, 104.0):
+        run_with_values(commit=commit, suite=suite, values={(1, "ttft_ms_mean"): value})
+
+    figure = _figure(client, "/api/suites/kimi-k3-8k1k/figures/ttft_ms_mean/")
+
+    (trace,) = figure["data"]
+    assert column(trace["y"]) == [104.0]
+    assert (column(trace["repeats"]["runs"]), column(trace["repeats"]["spread"])) == ([3], [30.0])
 
 
 def test_figure_filters_by_date_and_concurrency(client, build_history) -> None:
@@ -105,7 +124,7 @@ def test_figure_filters_by_date_and_concurrency(client, build_history) -> None:
     )
     (trace,) = figure["data"]
     assert trace["name"] == "c=4"
-    assert len(trace["x"]) == 24
+    assert len(column(trace["x"])) == 24
 
 
 def test_figure_without_points_says_so(client, build_history) -> None:
@@ -182,11 +201,11 @@ def test_overview_lists_each_suite_and_hardware_with_latest_values_and_a_sparkli
     first = cards[0]
     assert first.overview.latest_commit == commits[-1]
     assert first.sparkline is not None
-    (line, latest) = first.sparkline.figure["data"]
-    assert len(line["x"]) == 6 and latest["x"] == [5]
+    assert len(first.sparkline.shape.line.split()) == 6
     html = response.content.decode()
     assert 'href="/suites/kimi-k3-8k1k/?hardware=b300"' in html
-    assert f'id="{first.sparkline.element_id}" type="application/json"' in html
+    assert f'<a class="sparkline" id="{first.sparkline.element_id}"' in html
+    assert "application/json" not in html  # drawn by the page itself: no chart data, no chart script work
     assert f'href="/commits/{commits[-1].sha}/"' in html
 
 

@@ -5,8 +5,13 @@
  *   <div data-figure-data="element-id">        reads it from a json_script block
  *   data-figure-kind="timeline" | "sparkline"  timelines share one zoom, kept in the URL as ?x0=&x1=
  *   data-figure-kind="plain"                   any other chart: its own zoom, not kept
+ *   <div data-timeline-url="/api/...">         one request for every chart inside it that has a
+ *     <div data-metric="m">                    data-metric: the response's figures[m]; a zoom fetches
+ *                                              the range again at full resolution (?x0=&x1=&width=)
  *
- * A point whose customdata[0] is a path ("/commits/<sha>/") opens that page when clicked.
+ * A point whose customdata[0] is a path ("/commits/<sha>/") opens that page when clicked. Line traces
+ * come as typed arrays without hover text; the response's `commits` table (x, sha, subject, pr, time)
+ * gives each point its hover and click target, found by x.
  * Forms marked data-autosubmit submit themselves when a choice (select, checkbox) changes.
  *
  * Pages that change while one reads them (runs, a running run):
@@ -22,6 +27,74 @@
   var MAX_TICKS = 8;
   var timelines = [];
   var syncing = false;
+  var group = null; // the timeline page's one request: {element, url, full (the unzoomed payload)}
+  var commitsOf = new WeakMap(); // chart -> its commits table
+
+  var DTYPES = { f8: Float64Array, f4: Float32Array, i4: Int32Array, u4: Uint32Array, i2: Int16Array,
+    u2: Uint16Array, i1: Int8Array, u1: Uint8Array };
+
+  // A base64 typed-array column as a typed array (plain lists pass through).
+  function decode(column) {
+    if (!column || !column.dtype) return column || [];
+    var raw = window.atob(column.bdata);
+    var bytes = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i += 1) bytes[i] = raw.charCodeAt(i);
+    return new DTYPES[column.dtype](bytes.buffer);
+  }
+
+  // The commits table, decoded once: x -> row index.
+  function commitsIndex(table) {
+    if (!table) return null;
+    if (table._index) return table;
+    var xs = decode(table.x);
+    var index = new Map();
+    xs.forEach(function (x, i) { index.set(x, i); });
+    table._xs = xs;
+    table._index = index;
+    return table;
+  }
+
+  // The day a thinned point falls on, from the axis' day ticks (the last one at or before it).
+  function dayOf(ticks, x) {
+    var label = "";
+    for (var i = 0; i < ticks.length && ticks[i][0] <= x; i += 1) label = ticks[i][1];
+    return label;
+  }
+
+  // Each line point's hover facts and click target, from the commits table. A thinned chart comes
+  // without one: its points say their day, and a click zooms in, which brings every commit.
+  function hydrate(figure, table) {
+    table = commitsIndex(table);
+    var days = (figure.layout && figure.layout.meta && figure.layout.meta.day_ticks) || [];
+    (figure.data || []).forEach(function (trace) {
+      if (trace.meta || !trace.x || !trace.x.dtype) return;
+      var xs = decode(trace.x);
+      trace.x = xs;
+      trace.y = decode(trace.y);
+      var repeats = trace.repeats ? { runs: decode(trace.repeats.runs), spread: decode(trace.repeats.spread) } : null;
+      delete trace.repeats;
+      trace.customdata = Array.prototype.map.call(xs, function (x, i) {
+        var row = table ? table._index.get(x) : undefined;
+        if (row === undefined) return ["", dayOf(days, x), "click to zoom in on these commits", "", "", ""];
+        var sha = table.sha[row];
+        var runs = repeats ? repeats.runs[i] : 1;
+        return [
+          table.url.replace("{sha}", sha),
+          sha.slice(0, 8),
+          table.subject[row],
+          table.pr[row] ? "PR #" + table.pr[row] : "no PR",
+          table.time[row],
+          runs > 1 ? " · median of " + runs + " runs, spread " + (+repeats.spread[i].toPrecision(3)) : "",
+        ];
+      });
+    });
+    return figure;
+  }
+
+  function commitTicks(table) {
+    if (!table || !table._xs) return [];
+    return Array.prototype.map.call(table._xs, function (x, i) { return [x, table.sha[i].slice(0, 8)]; });
+  }
 
   function zoomFromUrl() {
     var params = new URLSearchParams(window.location.search);
@@ -51,13 +124,13 @@
   }
 
   // Day labels while at least three days are in view, short shas when zoomed closer than that.
-  function ticksFor(meta, range) {
+  function ticksFor(meta, range, table) {
     if (!meta || !meta.day_ticks) return null;
     var inRange = function (tick) {
       return !range || (tick[0] >= range[0] && tick[0] <= range[1]);
     };
     var days = meta.day_ticks.filter(inRange);
-    var ticks = days.length >= 3 ? days : meta.commit_ticks.filter(inRange);
+    var ticks = days.length >= 3 ? days : commitTicks(table).filter(inRange);
     ticks = spread(ticks, MAX_TICKS);
     return {
       "xaxis.tickmode": "array",
@@ -81,7 +154,7 @@
     syncing = true;
     var updates = timelines.map(function (gd) {
       var update = range === "auto" ? { "xaxis.autorange": true } : { "xaxis.range": range.slice() };
-      var ticks = ticksFor(gd.layout.meta, range === "auto" ? null : range);
+      var ticks = ticksFor(gd.layout.meta, range === "auto" ? null : range, commitsOf.get(gd));
       if (ticks) Object.assign(update, ticks);
       return window.Plotly.relayout(gd, update);
     });
@@ -89,13 +162,82 @@
       syncing = false;
     });
     zoomToUrl(range === "auto" ? null : range);
+    if (group) refetch(range === "auto" ? null : range);
   }
+
+  // The server thinned the lines to the charts' width: a zoom asks it for the range at full resolution,
+  // a zoom out goes back to the first answer.
+  var pending = null;
+  function refetch(range) {
+    window.clearTimeout(pending);
+    pending = window.setTimeout(function () {
+      var answer = range ? fetchGroup(range) : Promise.resolve(group.full);
+      answer.then(function (payload) { redrawGroup(payload, range); }).catch(function () {});
+    }, 150);
+  }
+
+  function groupUrl(range) {
+    var url = new URL(group.url, window.location.href);
+    url.searchParams.set("width", String(group.width));
+    if (range) {
+      url.searchParams.set("x0", (+range[0]).toFixed(1));
+      url.searchParams.set("x1", (+range[1]).toFixed(1));
+    }
+    return url.toString();
+  }
+
+  function fetchJson(url) {
+    return fetch(url, { headers: { Accept: "application/json" } }).then(function (response) {
+      return response.json().then(function (body) {
+        if (!response.ok) throw new Error(body.error || response.statusText);
+        return body;
+      });
+    });
+  }
+
+  function fetchGroup(range) {
+    return fetchJson(groupUrl(range));
+  }
+
+  function redrawGroup(payload, range) {
+    syncing = true;
+    var updates = timelines.map(function (gd) {
+      var figure = payload.figures[gd.dataset.metric];
+      if (!figure) return Promise.resolve();
+      hydrate(figure, payload.commits);
+      commitsOf.set(gd, commitsIndex(payload.commits));
+      var layout = Object.assign({}, gd.layout, { meta: figure.layout.meta });
+      if (range) {
+        layout.xaxis = Object.assign({}, gd.layout.xaxis, { range: range.slice(), autorange: false });
+      } else {
+        layout.xaxis = Object.assign({}, figure.layout.xaxis);
+      }
+      var ticks = ticksFor(layout.meta, range, payload.commits);
+      if (ticks) {
+        layout.xaxis.tickmode = "array";
+        layout.xaxis.tickvals = ticks["xaxis.tickvals"];
+        layout.xaxis.ticktext = ticks["xaxis.ticktext"];
+      }
+      return window.Plotly.react(gd, figure.data, layout);
+    });
+    return Promise.all(updates).finally(function () {
+      syncing = false;
+      group.element.dataset.resolution = payload.decimated ? "decimated" : "full";
+      group.element.dataset.range = range ? range.join(",") : "";
+    });
+  }
+
+  var ZOOM_COMMITS = 150;
 
   function openClickedPoint(event) {
     var point = event && event.points && event.points[0];
     var target = point && point.customdata && point.customdata[0];
     // Only this site's own pages: "/path", never "//host" or "/\\host", which browsers read as another site.
     if (typeof target === "string" && /^\/(?![\/\\])/.test(target)) window.location.assign(target);
+    else if (target === "" && group && timelines.length) {
+      // A thinned point: zoom every chart around it (the server then sends the range in full).
+      window.Plotly.relayout(timelines[0], { "xaxis.range": [point.x - ZOOM_COMMITS, point.x + ZOOM_COMMITS] });
+    }
   }
 
   function showProblem(element, message) {
@@ -107,8 +249,9 @@
     element.dataset.drawn = "failed";
   }
 
-  function draw(element, figure) {
+  function draw(element, figure, table) {
     var kind = element.dataset.figureKind || "timeline";
+    hydrate(figure, table || figure.commits);
     var layout = figure.layout || {};
     var config = { responsive: true, displaylogo: false };
     if (kind === "sparkline") {
@@ -121,7 +264,7 @@
       if (zoom && layout.xaxis && layout.xaxis.visible !== false) {
         layout.xaxis.range = zoom;
         layout.xaxis.autorange = false;
-        var ticks = ticksFor(layout.meta, zoom);
+        var ticks = ticksFor(layout.meta, zoom, commitsIndex(table || figure.commits));
         if (ticks) {
           layout.xaxis.tickvals = ticks["xaxis.tickvals"];
           layout.xaxis.ticktext = ticks["xaxis.ticktext"];
@@ -131,6 +274,7 @@
     element.textContent = "";
     return window.Plotly.newPlot(element, figure.data || [], layout, config).then(function (gd) {
       gd.on("plotly_click", openClickedPoint);
+      commitsOf.set(gd, commitsIndex(table || figure.commits));
       if (kind === "timeline") {
         timelines.push(gd);
         gd.on("plotly_relayout", onTimelineRelayout);
@@ -145,18 +289,35 @@
       if (!block) return Promise.resolve(showProblem(element, "Chart data is missing."));
       return draw(element, JSON.parse(block.textContent));
     }
-    return fetch(element.dataset.figureUrl, { headers: { Accept: "application/json" } })
-      .then(function (response) {
-        return response.json().then(function (body) {
-          if (!response.ok) throw new Error(body.error || response.statusText);
-          return body;
-        });
-      })
+    return fetchJson(element.dataset.figureUrl)
       .then(function (figure) {
         return draw(element, figure);
       })
       .catch(function (error) {
         showProblem(element, "Could not load this chart: " + error.message);
+      });
+  }
+
+  // The timeline page: one request for all its charts, thinned to the width of the widest.
+  function loadGroup(element) {
+    var charts = Array.prototype.slice.call(element.querySelectorAll("[data-metric]"));
+    var width = Math.max.apply(null, charts.map(function (chart) { return chart.clientWidth; }).concat([300]));
+    group = { element: element, url: element.dataset.timelineUrl, width: Math.round(width), full: null };
+    var zoom = zoomFromUrl();
+    var first = fetchGroup(null).then(function (payload) { group.full = payload; return payload; });
+    var answer = zoom ? fetchGroup(zoom) : first;
+    return Promise.all([answer, first])
+      .then(function (payloads) {
+        var payload = payloads[0];
+        element.dataset.resolution = payload.decimated ? "decimated" : "full";
+        return Promise.all(charts.map(function (chart) {
+          var figure = payload.figures[chart.dataset.metric];
+          if (!figure) return showProblem(chart, "No chart for " + chart.dataset.metric + ".");
+          return draw(chart, figure, payload.commits);
+        }));
+      })
+      .catch(function (error) {
+        charts.forEach(function (chart) { showProblem(chart, "Could not load this chart: " + error.message); });
       });
   }
 
@@ -238,14 +399,22 @@
     var elapsed = document.querySelectorAll("[data-elapsed-base]");
     if (elapsed.length) tickElapsed(Array.prototype.slice.call(elapsed));
     var elements = document.querySelectorAll("[data-figure-url], [data-figure-data]");
-    if (!elements.length) return;
+    var groups = document.querySelectorAll("[data-timeline-url]");
+    if (!elements.length && !groups.length) {
+      document.body.dataset.chartsDrawn = "true";
+      return;
+    }
     if (!window.Plotly) {
       elements.forEach(function (element) {
         showProblem(element, "plotly.js did not load.");
       });
+      groups.forEach(function (element) {
+        showProblem(element, "plotly.js did not load.");
+      });
       return;
     }
-    Promise.all(Array.prototype.map.call(elements, load)).then(function () {
+    var loads = Array.prototype.map.call(elements, load).concat(Array.prototype.map.call(groups, loadGroup));
+    Promise.all(loads).then(function () {
       document.body.dataset.chartsDrawn = "true";
     });
   }

@@ -1,0 +1,246 @@
+"""A suite's timelines as columns (numpy arrays), read in one query: what charts and the series API draw.
+
+A commit's value is the median of its runs, with their spread (highest minus lowest): `commit_values` is
+the one place that rule is applied to columns, the vectorised form of
+dashboard.regressions.statistics.commit_value (which this layer cannot import; a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date, datetime
+
+import numpy as np
+import numpy.typing as npt
+from django.db import connection
+from django.db.models import F, Min, Q
+from django.db.models.functions import Coalesce, TruncDate
+
+from dashboard.benchmarks.models import WHOLE_RUN, Commit, Measurement, Run, RunStatus, Series, Suite
+
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class SeriesColumns:
+    """One line of a chart: per benchmarked commit (in main order) its x, value, run count and spread."""
+
+    metric: str
+    concurrency: int
+    commit_ids: Ints
+    x: Floats
+    values: Floats
+    runs: Ints
+    spread: Floats
+
+
+@dataclass(frozen=True)
+class TimelineColumns:
+    series: tuple[SeriesColumns, ...]
+    # x is the position on main (gaps show unbenchmarked commits) when every commit has one, else a rank.
+    by_position: bool
+
+
+@dataclass(frozen=True)
+class CommitFacts:
+    sha: str
+    subject: str
+    pr_number: int | None
+    committed_at: datetime | None
+
+
+def commit_values(groups: Ints, values: Floats) -> tuple[Ints, Floats, Ints, Floats]:
+    """Per distinct `groups` key (rows of one series and commit share one): (key, median of its values,
+    how many, highest minus lowest). Vectorised: one sort, whatever the number of repeats."""
+    if len(groups) == 0:
+        empty = np.zeros(0)
+        return np.zeros(0, dtype=np.int64), empty, np.zeros(0, dtype=np.int64), empty
+    order = np.lexsort((values, groups))
+    keys, sorted_values = groups[order], values[order]
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    counts = np.diff(np.r_[starts, len(keys)])
+    lower = sorted_values[starts + (counts - 1) // 2]
+    upper = sorted_values[starts + counts // 2]
+    spread = sorted_values[starts + counts - 1] - sorted_values[starts]
+    return keys[starts], (lower + upper) / 2, counts, spread
+
+
+def _rows(
+    *,
+    suite: Suite,
+    hardware_class: str,
+    series_ids: list[int],
+    date_from: date | None,
+    date_to: date | None,
+    x_range: tuple[float, float] | None,
+) -> Floats:
+    """(series id, commit id, position or -1, value) per measurement, as a float array."""
+    # Succeeded runs of the suite and class (an index range) rather than a join on every run.
+    succeeded = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.SUCCEEDED)
+    measurements = Measurement.objects.filter(series_id__in=series_ids, run_id__in=succeeded.values("pk"))
+    if date_from:
+        measurements = measurements.filter(commit__committed_at__date__gte=date_from)
+    if date_to:
+        measurements = measurements.filter(commit__committed_at__date__lte=date_to)
+    if x_range is not None:
+        measurements = measurements.filter(
+            Q(commit__position__gte=int(np.floor(x_range[0])), commit__position__lte=int(np.ceil(x_range[1])))
+            | Q(commit__position__isnull=True)
+        )
+    query = (
+        measurements.order_by()
+        .annotate(known_position=Coalesce(F("commit__position"), -1))
+        .values_list("series_id", "commit_id", "known_position", "value")
+    )
+    # Straight through the cursor into one array: 100,000 rows of four numbers need no model machinery.
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 4)
+
+
+def _ranks(commit_ids: Iterable[int]) -> dict[int, float]:
+    """Rank of each commit in main order (position, then commit time, then arrival), for histories
+    whose positions are not all known yet."""
+    rows = Commit.objects.filter(pk__in=list(commit_ids)).values_list("pk", "position", "committed_at")
+    ordered = sorted(
+        rows,
+        key=lambda row: (
+            row[1] is None,
+            row[1] or 0,
+            row[2].timestamp() if row[2] else float("inf"),
+            row[0],
+        ),
+    )
+    return {pk: float(rank) for rank, (pk, _, _) in enumerate(ordered)}
+
+
+def timeline_columns(
+    *,
+    suite: Suite,
+    hardware_class: str,
+    metrics: tuple[str, ...],
+    date_from: date | None = None,
+    date_to: date | None = None,
+    concurrencies: tuple[int, ...] = (),
+    x_range: tuple[float, float] | None = None,
+) -> TimelineColumns:
+    """Per (metric, concurrency), ordered by metric as given then concurrency: one point per benchmarked
+    commit of succeeded runs, repeats folded by `commit_values`. `x_range` keeps the commits whose
+    position on main falls in it. Two queries (three when some commit has no position yet)."""
+    series_rows = Series.objects.filter(suite=suite, hardware_class=hardware_class, metric__in=metrics)
+    if concurrencies:
+        # Whole-run metrics (capacity, accuracy) have no level and are drawn whatever levels are picked.
+        series_rows = series_rows.filter(concurrency__in=(WHOLE_RUN, *concurrencies))
+    identities = {
+        pk: (metric, level) for pk, metric, level in series_rows.values_list("pk", "metric", "concurrency")
+    }
+    if not identities:
+        return TimelineColumns(series=(), by_position=True)
+    table = _rows(
+        suite=suite,
+        hardware_class=hardware_class,
+        series_ids=list(identities),
+        date_from=date_from,
+        date_to=date_to,
+        x_range=x_range,
+    )
+    if x_range is not None and (table[:, 2] < 0).any():
+        # Ranks need the whole history: the range is cut from it below.
+        table = _rows(
+            suite=suite,
+            hardware_class=hardware_class,
+            series_ids=list(identities),
+            date_from=date_from,
+            date_to=date_to,
+            x_range=None,
+        )
+    if not len(table):
+        return TimelineColumns(series=(), by_position=True)
+    series_ids, commit_ids, positions = (table[:, index].astype(np.int64) for index in range(3))
+    values = table[:, 3]
+    by_position = bool((positions >= 0).all())
+    if by_position:
+        x_of_commit = dict(zip(commit_ids.tolist(), positions.astype(np.float64).tolist(), strict=True))
+    else:
+        x_of_commit = _ranks(set(commit_ids.tolist()))
+    stride = int(commit_ids.max()) + 1
+    keys, medians, counts, spreads = commit_values(series_ids * stride + commit_ids, values)
+    key_series, key_commits = keys // stride, keys % stride
+    xs = np.fromiter((x_of_commit[c] for c in key_commits.tolist()), dtype=np.float64, count=len(keys))
+    if x_range is not None and not by_position:
+        inside = (xs >= x_range[0]) & (xs <= x_range[1])
+        key_series, key_commits, xs = key_series[inside], key_commits[inside], xs[inside]
+        medians, counts, spreads = medians[inside], counts[inside], spreads[inside]
+    order = np.lexsort((xs, key_series))
+    key_series, key_commits, xs = key_series[order], key_commits[order], xs[order]
+    medians, counts, spreads = medians[order], counts[order], spreads[order]
+    bounds = np.flatnonzero(np.r_[True, key_series[1:] != key_series[:-1], True])
+    result = []
+    for start, end in itertools.pairwise(bounds.tolist()):
+        metric, level = identities[int(key_series[start])]
+        result.append(
+            SeriesColumns(
+                metric=metric,
+                concurrency=level,
+                commit_ids=key_commits[start:end],
+                x=xs[start:end],
+                values=medians[start:end],
+                runs=counts[start:end],
+                spread=spreads[start:end],
+            )
+        )
+    result.sort(key=lambda item: (metrics.index(item.metric), item.concurrency))
+    return TimelineColumns(series=tuple(result), by_position=by_position)
+
+
+def commits_facts(*, commit_ids: Iterable[int]) -> dict[int, CommitFacts]:
+    """What a chart's hover says about each commit. One query."""
+    ids = sorted(set(commit_ids))
+    fields = ("pk", "sha", "subject", "pr_number", "committed_at")
+    if connection.vendor == "postgresql":
+        # One array parameter: ten thousand IN placeholders cost more to parse and plan than to read.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, sha, subject, pr_number, committed_at FROM {Commit._meta.db_table} "
+                "WHERE id = ANY(%s)",
+                [ids],
+            )
+            found = cursor.fetchall()
+    else:
+        found = list(Commit.objects.filter(pk__in=ids).values_list(*fields))
+    return {
+        pk: CommitFacts(sha=sha, subject=subject, pr_number=pr_number, committed_at=committed_at)
+        for pk, sha, subject, pr_number, committed_at in found
+    }
+
+
+def commit_days(*, commit_id: int, low: float, high: float) -> list[tuple[float, date]]:
+    """(position, day) of the first commit of each day between positions `low` and `high` on the main
+    branch of `commit_id`'s repository: what a thinned chart labels its axis with. One query."""
+    rows = (
+        Commit.objects.filter(
+            repository_id__in=Commit.objects.filter(pk=commit_id).values("repository_id"),
+            position__gte=int(np.floor(low)),
+            position__lte=int(np.ceil(high)),
+            committed_at__isnull=False,
+        )
+        .annotate(day=TruncDate("committed_at"))
+        .values("day")
+        .annotate(first=Min("position"))
+        .order_by("first")
+        .values_list("first", "day")
+    )
+    return [(float(first), day) for first, day in rows]
+
+
+def commit_positions(*, shas: Iterable[str]) -> dict[str, float]:
+    """Position on main of each of these commits that has one. One query."""
+    rows = Commit.objects.filter(sha__in=sorted(set(shas)), position__isnull=False).values_list(
+        "sha", "position"
+    )
+    return {sha: float(position or 0) for sha, position in rows}

@@ -1,0 +1,605 @@
+"""`make bench`: a year of vLLM main in PostgreSQL, and how fast the product reads, draws, stores and
+detects on it. The dataset is built once per DATASET_VERSION and reused.
+
+Scale: 10,000 commits x 3 suites x 2 hardware classes x concurrency 1/4/16 x 21 metrics (378 series,
+60,000 runs, 3.78 million measurements), 100 tracking-issue PRs, 1,000 alert groups. Everything but a
+sample is loaded in bulk (COPY); the sample goes through the ingest service as a runner's report would.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from django.core.cache import cache
+from django.db import connection, transaction
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from dashboard.benchmarks.bulk import rows_copy
+from dashboard.benchmarks.models import (
+    HEADLINE_METRICS,
+    Commit,
+    Measurement,
+    Repository,
+    Run,
+    RunStatus,
+    Series,
+    Suite,
+)
+from dashboard.benchmarks.services import report_ingest, repository_default
+from dashboard.github.models import PullRequest, PullRequestState, TrackingIssue, TrackingIssueItem
+from dashboard.regressions.alerts import run_detect, suite_detect_history
+from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind
+
+DATASET_VERSION = "1"
+COMMITS = 10_000
+SUITES = ("year-kimi-k3-8k1k", "year-llama4-1k1k", "year-deepseek-v4-32k1k")
+HARDWARE = ("b300", "h200")
+CONCURRENCIES = (1, 4, 16)
+STATISTICS = ("mean", "p50", "p90", "p99")
+METRICS = (
+    "output_throughput_tok_s",
+    "request_throughput_req_s",
+    *(f"{family}_{stat}" for family in ("ttft_ms", "itl_ms", "tpot_ms", "latency_s") for stat in STATISTICS),
+    "requests_successful",
+    "requests_errored",
+    "requests_incomplete",
+)
+# The overview is measured with this many suite/hardware cards: the year's six and a fleet of small ones.
+OVERVIEW_CARDS = 500
+FLEET_COMMITS = 100
+TRACKED_PRS = 100
+ALERT_GROUPS = 1_000
+START = datetime(2025, 12, 1, tzinfo=UTC)
+COMMIT_EVERY = timedelta(days=365) / COMMITS
+SUBJECT_WORDS = (
+    "[Perf] Fuse the MoE routing and top-k kernels for the decode path",
+    "[Bugfix] Keep the KV cache block table in sync after preemption",
+    "[Core] Schedule prefill chunks by token budget instead of request count",
+    "[Kernel] Tune FP8 GEMM tiles for small batch sizes on Blackwell",
+    "[Frontend] Stream tool-call deltas as they are parsed",
+    "[Misc] Tidy up the speculative decoding metrics",
+    "[CI] Split the distributed tests into their own job",
+    "[Model] Support the new attention sink layout",
+)
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    commits: int
+    runs: int
+    measurements: int
+    bulk_runs: int
+    built_now: bool
+
+
+def _marker() -> str:
+    return f"Benchmark dataset, version {DATASET_VERSION}: a synthetic year of main."
+
+
+def dataset_present() -> bool:
+    return Suite.objects.filter(name=SUITES[0], description=_marker()).exists()
+
+
+def _sha(index: int) -> str:
+    return hashlib.sha1(f"bench-v{DATASET_VERSION}-{index}".encode()).hexdigest()
+
+
+def _level(metric: str, concurrency: int) -> float:
+    if metric.startswith("output_throughput"):
+        return 90.0 * concurrency**0.7
+    if metric.startswith("request_throughput"):
+        return 0.1 * concurrency**0.7
+    if metric == "requests_successful":
+        return 40.0 * concurrency
+    if metric in ("requests_errored", "requests_incomplete"):
+        return 0.0
+    base = {"ttft_ms": 900.0, "itl_ms": 9.0, "tpot_ms": 9.5, "latency_s": 12.0}[metric.rsplit("_", 1)[0]]
+    factor = {"mean": 1.0, "p50": 0.95, "p90": 1.3, "p99": 1.8}[metric.rsplit("_", 1)[1]]
+    return base * factor * concurrency**0.3
+
+
+def _steps(rng: np.random.Generator) -> np.ndarray:
+    """A year of relative level: about 30 multiplicative steps of 2-15 % in either direction."""
+    factors = np.ones(COMMITS)
+    for at in rng.choice(np.arange(50, COMMITS - 50), size=30, replace=False):
+        factors[at:] *= 1 + rng.choice((-1, 1)) * rng.uniform(0.02, 0.15)
+    return factors
+
+
+def dataset_build(*, say: Callable[[str], None]) -> DatasetFacts:
+    """Load the year in bulk: commits, runs, series and measurements by COPY; PRs and alert groups by
+    bulk INSERT. Idempotent by DATASET_VERSION: a second call finds it and returns at once."""
+    if dataset_present():
+        return _facts(built_now=False)
+    rng = np.random.default_rng(2026)
+    with transaction.atomic():
+        # The product's own repository, so that the sample ingested through the service lands beside it.
+        repository = repository_default()
+        say(f"commits: {COMMITS} (COPY)")
+        rows_copy(
+            model=Commit,
+            fields=("repository", "sha", "position", "committed_at", "subject", "pr_number", "author_name"),
+            rows=(
+                (
+                    repository.pk,
+                    _sha(index),
+                    index,
+                    START + COMMIT_EVERY * index,
+                    f"{SUBJECT_WORDS[index % len(SUBJECT_WORDS)]} (#{40000 + index})",
+                    40000 + index,
+                    "A. Developer",
+                )
+                for index in range(COMMITS)
+            ),
+        )
+        commit_ids = np.array(
+            Commit.objects.filter(repository=repository).order_by("position").values_list("pk", flat=True)
+        )
+        suites = [
+            Suite.objects.create(
+                name=name,
+                hardware_class=HARDWARE[0],
+                concurrencies=list(CONCURRENCIES),
+                description=_marker() if name == SUITES[0] else "",
+            )
+            for name in SUITES
+        ]
+        say(f"runs: {COMMITS * len(SUITES) * len(HARDWARE)} (COPY)")
+        finished = [START + COMMIT_EVERY * index + timedelta(hours=2) for index in range(COMMITS)]
+        rows_copy(
+            model=Run,
+            fields=("commit", "suite", "hardware_class", "status", "source", "queued_at", "finished_at"),
+            rows=(
+                (int(commit_ids[index]), suite.pk, hardware, RunStatus.SUCCEEDED, "runner", at, at)
+                for suite in suites
+                for hardware in HARDWARE
+                for index, at in enumerate(finished)
+            ),
+        )
+        series_rows = Series.objects.bulk_create(
+            Series(suite=suite, hardware_class=hardware, concurrency=level, metric=metric)
+            for suite in suites
+            for hardware in HARDWARE
+            for level in CONCURRENCIES
+            for metric in METRICS
+        )
+        say(f"measurements: {len(series_rows) * COMMITS} (COPY)")
+        for suite in suites:
+            for hardware in HARDWARE:
+                run_ids = np.array(
+                    Run.objects.filter(suite=suite, hardware_class=hardware)
+                    .order_by("commit__position")
+                    .values_list("pk", flat=True)
+                )
+                steps = _steps(rng)
+                buffer = io.StringIO()
+                for series in series_rows:
+                    if series.suite_id != suite.pk or series.hardware_class != hardware:
+                        continue
+                    level = _level(series.metric, series.concurrency)
+                    shape = steps if series.metric.startswith(("output", "request_")) else 1 / steps
+                    values = level * shape * (1 + rng.normal(0, 0.01, COMMITS))
+                    if level == 0.0:
+                        values = np.zeros(COMMITS)
+                    np.savetxt(
+                        buffer,
+                        np.column_stack((run_ids, np.full(COMMITS, series.pk), commit_ids, values)),
+                        fmt=("%d", "%d", "%d", "%.6g"),
+                        delimiter="\t",
+                    )
+                columns = "run_id, series_id, commit_id, value"
+                with (
+                    connection.cursor() as cursor,
+                    cursor.cursor.copy(f"COPY {Measurement._meta.db_table} ({columns}) FROM STDIN") as copy,
+                ):
+                    copy.write(buffer.getvalue())
+        _fleet_build(commit_ids=commit_ids, rng=rng, say=say)
+        say(f"tracking-issue PRs: {TRACKED_PRS}, alert groups: {ALERT_GROUPS} (bulk INSERT)")
+        _github_build(repository=repository, commit_ids=commit_ids)
+        _alerts_build(commit_ids=commit_ids, series_rows=series_rows, rng=rng)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return _facts(built_now=True)
+
+
+def _fleet_build(*, commit_ids: np.ndarray, rng: np.random.Generator, say: Callable[[str], None]) -> None:
+    """Enough further suites for an overview of OVERVIEW_CARDS suite/hardware cards: each with the
+    headline metrics at concurrency 16 over the last FLEET_COMMITS commits."""
+    names = [f"fleet-{index:03d}" for index in range((OVERVIEW_CARDS - len(SUITES) * len(HARDWARE)) // 2)]
+    suites = Suite.objects.bulk_create(Suite(name=name, hardware_class=HARDWARE[0]) for name in names)
+    recent = commit_ids[-FLEET_COMMITS:]
+    at = [START + COMMIT_EVERY * (COMMITS - FLEET_COMMITS + index) for index in range(FLEET_COMMITS)]
+    cards = len(suites) * len(HARDWARE)
+    say(f"overview suites: {cards} cards, {cards * FLEET_COMMITS} runs (COPY)")
+    rows_copy(
+        model=Run,
+        fields=("commit", "suite", "hardware_class", "status", "source", "queued_at", "finished_at"),
+        rows=(
+            (int(recent[index]), suite.pk, hardware, RunStatus.SUCCEEDED, "runner", at[index], at[index])
+            for suite in suites
+            for hardware in HARDWARE
+            for index in range(FLEET_COMMITS)
+        ),
+    )
+    series_rows = Series.objects.bulk_create(
+        Series(suite=suite, hardware_class=hardware, concurrency=16, metric=metric)
+        for suite in suites
+        for hardware in HARDWARE
+        for metric in HEADLINE_METRICS
+    )
+    runs: dict[tuple[int, str], list[int]] = {}
+    for pk, suite_id, hardware in (
+        Run.objects.filter(suite__in=suites)
+        .order_by("commit__position")
+        .values_list("pk", "suite_id", "hardware_class")
+    ):
+        runs.setdefault((suite_id, hardware), []).append(pk)
+    buffer = io.StringIO()
+    for series in series_rows:
+        values = _level(series.metric, 16) * (1 + rng.normal(0, 0.01, FLEET_COMMITS))
+        run_ids = np.array(runs[(series.suite_id, series.hardware_class)])
+        np.savetxt(
+            buffer,
+            np.column_stack((run_ids, np.full(FLEET_COMMITS, series.pk), recent, values)),
+            fmt=("%d", "%d", "%d", "%.6g"),
+            delimiter="\t",
+        )
+    _measurements_copy(buffer)
+
+
+def _measurements_copy(buffer: io.StringIO) -> None:
+    columns = "run_id, series_id, commit_id, value"
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY {Measurement._meta.db_table} ({columns}) FROM STDIN") as copy,
+    ):
+        copy.write(buffer.getvalue())
+
+
+def _github_build(*, repository: Repository, commit_ids: np.ndarray) -> None:
+    issue = TrackingIssue.objects.create(repository=repository, number=50587, title="Kimi K3 performance")
+    merged_at = np.linspace(100, COMMITS - 100, TRACKED_PRS).astype(int)
+    pulls = PullRequest.objects.bulk_create(
+        PullRequest(
+            repository=repository,
+            number=40000 + int(at),
+            title=f"[Perf] Tracked change {order}",
+            author="a-developer",
+            state=PullRequestState.MERGED,
+            merge_commit_id=int(commit_ids[at]),
+            merge_commit_sha=_sha(int(at)),
+        )
+        for order, at in enumerate(merged_at)
+    )
+    TrackingIssueItem.objects.bulk_create(
+        TrackingIssueItem(tracking_issue=issue, pull_request=pull, checked=True, order=order)
+        for order, pull in enumerate(pulls)
+    )
+
+
+def _alerts_build(*, commit_ids: np.ndarray, series_rows: list[Series], rng: np.random.Generator) -> None:
+    heads = rng.choice(np.arange(1, COMMITS), size=ALERT_GROUPS, replace=False)
+    groups = AlertGroup.objects.bulk_create(
+        AlertGroup(
+            base_commit_id=int(commit_ids[head - 1]),
+            head_commit_id=int(commit_ids[head]),
+            kind=GroupKind.REGRESSION if index % 3 else GroupKind.IMPROVEMENT,
+            magnitude_pct=5.0,
+        )
+        for index, head in enumerate(heads)
+    )
+    throughput = [series for series in series_rows if series.metric == "output_throughput_tok_s"]
+    Alert.objects.bulk_create(
+        Alert(
+            group=group,
+            series=throughput[index % len(throughput)],
+            kind=AlertKind.REGRESSION if index % 3 else AlertKind.IMPROVEMENT,
+            before_value=100.0,
+            after_value=95.0 if index % 3 else 105.0,
+            change_pct=-5.0 if index % 3 else 5.0,
+        )
+        for index, group in enumerate(groups)
+    )
+
+
+def _facts(*, built_now: bool) -> DatasetFacts:
+    runs = Run.objects.all()
+    return DatasetFacts(
+        commits=Commit.objects.filter(repository=repository_default()).count(),
+        runs=runs.count(),
+        measurements=Measurement.objects.count(),
+        bulk_runs=runs.filter(source="runner").count(),
+        built_now=built_now,
+    )
+
+
+# Measuring
+
+REPEATS = 5
+BROWSER_REPEATS = 3
+BROWSER_LIMIT_MS = 90_000
+INGEST_SAMPLE = 10
+CHROMIUM = "/usr/bin/chromium"
+SAMPLE_REPORT = (
+    Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "guidellm" / "guidellm-stub-seed-scaled.json"
+)
+
+
+def _ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0
+
+
+def _median(values: list[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def _series_floor(*, series_id: int) -> bytes:
+    """The least a series read can cost: its points fetched by one SQL statement and encoded."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.sha, c.committed_at, c.pr_number, m.value FROM benchmarks_measurement m "
+            "JOIN benchmarks_commit c ON c.id = m.commit_id WHERE m.series_id = %s ORDER BY c.position",
+            [series_id],
+        )
+        rows = cursor.fetchall()
+    return json.dumps(
+        [
+            {"commit": sha, "committed_at": at.isoformat(), "pr_number": pr, "value": value}
+            for sha, at, pr, value in rows
+        ]
+    ).encode()
+
+
+def _pages() -> list[tuple[str, str]]:
+    suite = SUITES[0]
+    commits = Commit.objects.filter(repository=repository_default()).order_by("position")
+    first, last = commits.first(), commits.last()
+    assert first is not None and last is not None
+    group = AlertGroup.objects.order_by("pk").first()
+    pull = PullRequest.objects.order_by("pk")[TRACKED_PRS // 2]
+    run = Run.objects.filter(suite__name=suite).order_by("-pk").first()
+    assert group is not None and run is not None
+    alert = group.alerts.first()
+    assert alert is not None
+    return [
+        ("overview (500 cards)", "/"),
+        ("suites", "/suites/"),
+        ("timeline page", f"/suites/{suite}/"),
+        ("timeline charts", f"/api/suites/{suite}/timeline/?hardware=b300&width=1100"),
+        ("timeline charts zoomed", f"/api/suites/{suite}/timeline/?hardware=b300&width=1100&x0=5000&x1=5400"),
+        ("one figure", f"/api/suites/{suite}/figures/ttft_ms_p99/?hardware=h200&width=1100"),
+        ("commit", f"/commits/{last.sha}/"),
+        ("compare", f"/compare/?base={first.sha}&head={last.sha}&suite={suite}"),
+        ("alerts (1,000 groups)", "/alerts/"),
+        ("alert group", f"/alerts/{group.pk}/"),
+        ("alert figure", f"/api/alerts/{alert.pk}/figure/"),
+        ("tracking issues", "/tracking/"),
+        ("tracking issue (100 PRs)", "/tracking/vllm-project/vllm/50587/"),
+        ("PR", f"/prs/{pull.number}/"),
+        ("PR figure", f"/api/prs/{pull.number}/figures/{suite}/output_throughput_tok_s/?hardware=b300"),
+        ("runs", "/runs/"),
+        ("runs, page 100", "/runs/?view=succeeded&page=100"),
+        ("run", f"/runs/{run.pk}/"),
+        ("runners", "/runners/"),
+    ]
+
+
+def _pages_measure(*, client: Client, say: Callable[[str], None]) -> dict[str, float]:
+    say("")
+    say(f"{'page':<28} {'server ms':>10} {'queries':>8} {'payload KB':>11} {'gzip KB':>8}")
+    figure_kb = 0.0
+    for name, url in _pages():
+        times, queries = [], 0
+        body = b""
+        for _ in range(3):
+            cache.clear()
+            with CaptureQueriesContext(connection) as captured:
+                start = time.perf_counter()
+                response = client.get(url, headers={"Accept-Encoding": "gzip"})
+                times.append(_ms(start))
+            queries = len(captured)
+            body = response.content
+        raw = gzip.decompress(body) if response.get("Content-Encoding") == "gzip" else body
+        packed = body if response.get("Content-Encoding") == "gzip" else gzip.compress(body, 6)
+        if name == "timeline charts":
+            figure_kb = len(packed) / 1024
+        status = "" if response.status_code == 200 else f"  (HTTP {response.status_code})"
+        say(
+            f"{name:<28} {_median(times):>10.1f} {queries:>8} {len(raw) / 1024:>11.1f} "
+            f"{len(packed) / 1024:>8.1f}{status}"
+        )
+    url = dict(_pages())["timeline charts"]
+    client.get(url)
+    warm = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        etag = client.get(url)["ETag"]
+        warm.append(_ms(start))
+    start = time.perf_counter()
+    unchanged = client.get(url, headers={"If-None-Match": etag})
+    say(
+        f"timeline charts, cached: {_median(warm):.1f} ms; a reload: HTTP {unchanged.status_code}, "
+        f"{len(unchanged.content)} bytes, {_ms(start):.1f} ms"
+    )
+    return {"figure_kb_gz": figure_kb}
+
+
+def _series_measure(*, client: Client, say: Callable[[str], None]) -> dict[str, float]:
+    series = Series.objects.get(
+        suite__name=SUITES[0], hardware_class="b300", concurrency=16, metric="output_throughput_tok_s"
+    )
+    url = f"/api/suites/{SUITES[0]}/series/?hardware=b300&metric=output_throughput_tok_s&concurrency=16"
+    api, floor = [], []
+    for _ in range(REPEATS):  # interleaved, so that load on the machine falls on both alike
+        start = time.perf_counter()
+        response = client.get(url)
+        api.append(_ms(start))
+        start = time.perf_counter()
+        _series_floor(series_id=series.pk)
+        floor.append(_ms(start))
+    points = len(response.json()["series"][0]["points"])
+    say(
+        f"series API, {points} points: {_median(api):.1f} ms; raw SQL fetch + encode floor: "
+        f"{_median(floor):.1f} ms ({_median(api) / _median(floor):.2f}x)"
+    )
+    return {"series_api_ms": _median(api), "series_floor_ms": _median(floor)}
+
+
+def _ingest_measure(*, say: Callable[[str], None]) -> dict[str, float]:
+    """A sample of reports through the ingest service, each followed by detection of its run; rolled
+    back afterwards so the dataset stays as built."""
+    raw = SAMPLE_REPORT.read_bytes()
+    ingest, detect = [], []
+    with transaction.atomic():
+        repository = repository_default()
+        for index in range(INGEST_SAMPLE):
+            commit = Commit.objects.create(
+                repository=repository,
+                sha=_sha(COMMITS + index),
+                position=COMMITS + index,
+                committed_at=START + COMMIT_EVERY * (COMMITS + index),
+            )
+            start = time.perf_counter()
+            outcome = report_ingest(
+                raw=raw, commit_sha=commit.sha, suite_name=SUITES[0], hardware_class="b300"
+            )
+            ingest.append(_ms(start))
+            start = time.perf_counter()
+            run_detect(run_id=outcome.run.pk, notify=False, bisect=False)
+            detect.append(_ms(start))
+        transaction.set_rollback(True)
+    say(
+        f"ingest through the service ({INGEST_SAMPLE} reports of {len(raw) / 1024:.0f} KB): "
+        f"{_median(ingest):.1f} ms; detection per run: {_median(detect):.1f} ms"
+    )
+    return {"ingest_ms": _median(ingest), "detect_ms": _median(detect)}
+
+
+def _rescan_measure(*, say: Callable[[str], None]) -> dict[str, float]:
+    """Detection over the whole history of one suite on one hardware class (63 series), rolled back;
+    the year's rescan is that times the six suite/hardware pairs."""
+    series = Series.objects.filter(suite__name=SUITES[0], hardware_class="b300").count()
+    with transaction.atomic():
+        start = time.perf_counter()
+        suite_detect_history(suite_name=SUITES[0], hardware_class="b300")
+        seconds = _ms(start) / 1000
+        transaction.set_rollback(True)
+    pairs = len(SUITES) * len(HARDWARE)
+    say(
+        f"rescan of {series} series: {seconds:.1f} s; "
+        f"the year's {series * pairs} series: {seconds * pairs:.1f} s"
+    )
+    return {"rescan_s": seconds * pairs}
+
+
+def _size_measure(*, say: Callable[[str], None]) -> dict[str, float]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_database_size(current_database()), pg_total_relation_size('benchmarks_measurement')"
+        )
+        database, measurements_table = cursor.fetchone()
+    count = Measurement.objects.count()
+    per_million = database / 1e6 / (count / 1e6)
+    say(
+        f"database: {database / 1e6:.0f} MB for {count / 1e6:.2f} M measurements = "
+        f"{per_million:.0f} MB per million "
+        f"(measurement table with its indexes: {measurements_table / 1e6:.0f} MB)"
+    )
+    return {"db_mb_per_million": per_million}
+
+
+def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
+    """The timeline and the overview in headless Chromium, from navigation until every chart is drawn,
+    each in a fresh browser context, against a server started for it."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    results: dict[str, list[float]] = {"timeline": [], "overview": []}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(
+                executable_path=CHROMIUM, args=["--headless=new", "--no-sandbox", "--disable-gpu"]
+            )
+            try:
+                for _ in range(BROWSER_REPEATS):
+                    for name, path in (("timeline", f"/suites/{SUITES[0]}/"), ("overview", "/")):
+                        context = chromium.new_context(viewport={"width": 1440, "height": 900})
+                        page = context.new_page()
+                        try:
+                            page.goto(f"http://127.0.0.1:{port}{path}", timeout=BROWSER_LIMIT_MS)
+                            page.wait_for_function(
+                                "() => document.body.dataset.chartsDrawn === 'true'", timeout=BROWSER_LIMIT_MS
+                            )
+                            results[name].append(page.evaluate("() => performance.now()"))
+                        except PlaywrightTimeout:
+                            say(f"Chromium: the {name} was not drawn within {BROWSER_LIMIT_MS} ms")
+                            results[name].append(float(BROWSER_LIMIT_MS))
+                        context.close()
+            finally:
+                chromium.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    say(
+        f"Chromium, until every chart is drawn: timeline {_median(results['timeline']):.0f} ms, "
+        f"overview with {OVERVIEW_CARDS} cards {_median(results['overview']):.0f} ms"
+    )
+    return {
+        "timeline_draw_ms": _median(results["timeline"]),
+        "overview_draw_ms": _median(results["overview"]),
+    }
+
+
+def measure(*, say: Callable[[str], None]) -> dict[str, float]:
+    """Every figure of the issue's goals, printed side by side; the last line is them as one JSON object."""
+    client = Client(HTTP_HOST="127.0.0.1")
+    results: dict[str, float] = {}
+    results |= _series_measure(client=client, say=say)
+    results |= _pages_measure(client=client, say=say)
+    results |= _browser_measure(say=say)
+    results |= _ingest_measure(say=say)
+    results |= _rescan_measure(say=say)
+    results |= _size_measure(say=say)
+    keys = (
+        "series_api_ms",
+        "series_floor_ms",
+        "figure_kb_gz",
+        "timeline_draw_ms",
+        "overview_draw_ms",
+        "ingest_ms",
+        "detect_ms",
+        "rescan_s",
+        "db_mb_per_million",
+    )
+    say(json.dumps({key: round(results[key], 1) for key in keys}))
+    return results
