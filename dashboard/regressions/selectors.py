@@ -33,6 +33,7 @@ from dashboard.regressions.models import (
     Alert,
     AlertGroup,
     GroupKind,
+    GroupState,
     Notification,
     TriageEvent,
     TriageStatus,
@@ -279,10 +280,12 @@ OPEN_STATUSES: tuple[str, ...] = (TriageStatus.UNTRIAGED, TriageStatus.INVESTIGA
 
 
 def alert_groups_open(*, limit: int = 20) -> list[AlertGroupRow]:
-    """Groups with a regression that nobody has decided on yet, largest change first."""
+    """Groups with a regression that nobody has decided on yet and re-runs have not dismissed, largest
+    change first."""
     groups = (
         AlertGroup.objects.filter(status__in=OPEN_STATUSES)
         .exclude(kind=GroupKind.IMPROVEMENT)
+        .exclude(state=GroupState.DISMISSED)
         .order_by("-magnitude_pct", "-pk")
         .select_related("base_commit", "head_commit__repository")
         .prefetch_related(

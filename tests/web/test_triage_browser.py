@@ -155,3 +155,47 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, demo) -> None:
     browser.page.locator(".menu-toggle").click()
     assert browser.page.locator("nav.nav").is_visible()
     assert browser.console_errors == []
+
+
+GROUP_RANGE = "document.querySelector('[data-timeline-url]').dataset.range"
+Y_RANGES = "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd.layout.yaxis.range)"
+Y_AUTORANGED = (
+    "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => gd.layout.yaxis.autorange)"
+)
+
+
+def test_zooming_a_timeline_rescales_its_y_axis_to_the_visible_points(browser, build_history) -> None:
+    commits = build_history(commits=40, concurrencies=(16,))
+    low, high = commits[30].position, commits[35].position
+    browser.open("/suites/kimi-k3-8k1k/?concurrency=16")
+    whole = browser.page.evaluate(Y_RANGES)[0]
+
+    browser.page.evaluate(
+        "([low, high]) => Plotly.relayout(document.querySelector('.js-plotly-plot'), "
+        "{'xaxis.range': [low, high]})",
+        [low, high],
+    )
+    browser.page.wait_for_url(lambda url: "x0=" in url)
+    # The zoomed range comes back from the server at full resolution and is drawn again.
+    browser.page.wait_for_function(f"() => {GROUP_RANGE} === '{low},{high}'")
+    # Throughput (the first chart) grows 2 % a commit: commits 30..35 span 1.6..1.7 times the first value.
+    visible = [80.0 * 16**0.6 * (1 + 0.02 * index) for index in range(30, 36)]
+    zoomed = browser.page.evaluate(Y_RANGES)[0]
+    span = max(visible) - min(visible)
+    assert zoomed[0] <= min(visible) and zoomed[1] >= max(visible)
+    assert zoomed[1] - zoomed[0] < 1.5 * span < (whole[1] - whole[0]) / 4, (zoomed, whole)
+
+    # A shared link opens zoomed with the same y axis.
+    browser.page.reload()
+    browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'")
+    assert browser.page.evaluate(Y_RANGES)[0] == pytest.approx(zoomed)
+
+    # Zooming out gives every chart its whole y range back.
+    browser.page.evaluate(
+        "() => Plotly.relayout(document.querySelector('.js-plotly-plot'), {'xaxis.autorange': true})"
+    )
+    browser.page.wait_for_url(lambda url: "x0=" not in url)
+    browser.page.wait_for_function(f"() => {GROUP_RANGE} === ''")
+    assert all(browser.page.evaluate(Y_AUTORANGED))
+    assert browser.page.evaluate(Y_RANGES)[0] == pytest.approx(whole)
+    assert browser.console_errors == []

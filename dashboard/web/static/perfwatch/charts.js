@@ -146,6 +146,31 @@
     return null;
   }
 
+  // The y range of the lines' points between x0 and x1, with a margin: a zoomed chart shows its own step,
+  // not the whole history's span. Null when no point is in view (the axis is then left as it is).
+  function visibleYRange(traces, yaxis, range) {
+    var low = Infinity, high = -Infinity;
+    (traces || []).forEach(function (trace) {
+      if (trace.meta || trace.visible === false || trace.visible === "legendonly") return;
+      if (!trace.x || !trace.y || (trace.yaxis && trace.yaxis !== "y")) return;
+      for (var i = 0; i < trace.x.length; i++) {
+        var x = trace.x[i], y = trace.y[i];
+        if (x >= range[0] && x <= range[1] && typeof y === "number" && isFinite(y)) {
+          if (y < low) low = y;
+          if (y > high) high = y;
+        }
+      }
+    });
+    if (low > high) return null;
+    if (yaxis && yaxis.type === "log") {
+      if (low <= 0) return null;
+      low = Math.log10(low);
+      high = Math.log10(high);
+    }
+    var margin = (high - low) * 0.08 || Math.abs(high) * 0.05 || 1;
+    return [low - margin, high + margin];
+  }
+
   // Zooming one timeline zooms them all to the same commits and records the range in the URL.
   function onTimelineRelayout(event) {
     if (syncing) return;
@@ -153,7 +178,9 @@
     if (!range) return;
     syncing = true;
     var updates = timelines.map(function (gd) {
-      var update = range === "auto" ? { "xaxis.autorange": true } : { "xaxis.range": range.slice() };
+      var update = range === "auto" ? { "xaxis.autorange": true, "yaxis.autorange": true } : { "xaxis.range": range.slice() };
+      var yRange = range === "auto" ? null : visibleYRange(gd.data, gd.layout.yaxis, range);
+      if (yRange) update["yaxis.range"] = yRange;
       var ticks = ticksFor(gd.layout.meta, range === "auto" ? null : range, commitsOf.get(gd));
       if (ticks) Object.assign(update, ticks);
       return window.Plotly.relayout(gd, update);
@@ -207,11 +234,15 @@
       hydrate(figure, payload.commits);
       commitsOf.set(gd, commitsIndex(payload.commits));
       var layout = Object.assign({}, gd.layout, { meta: figure.layout.meta });
+      var yRange = range && visibleYRange(figure.data, gd.layout.yaxis, range);
       if (range) {
         layout.xaxis = Object.assign({}, gd.layout.xaxis, { range: range.slice(), autorange: false });
       } else {
         layout.xaxis = Object.assign({}, figure.layout.xaxis);
       }
+      layout.yaxis = yRange
+        ? Object.assign({}, gd.layout.yaxis, { range: yRange, autorange: false })
+        : Object.assign({}, figure.layout.yaxis);
       var ticks = ticksFor(layout.meta, range, payload.commits);
       if (ticks) {
         layout.xaxis.tickmode = "array";
@@ -269,6 +300,8 @@
           layout.xaxis.tickvals = ticks["xaxis.tickvals"];
           layout.xaxis.ticktext = ticks["xaxis.ticktext"];
         }
+        var yRange = visibleYRange(figure.data, layout.yaxis, zoom);
+        if (yRange) layout.yaxis = Object.assign({}, layout.yaxis, { range: yRange, autorange: false });
       }
     }
     element.textContent = "";
