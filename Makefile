@@ -15,6 +15,9 @@ DEMO_ENV := env $$(cat $(DEMO_ENV_FILE))
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/perfwatch
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 BENCH_DATABASE ?= perfwatch_bench
+# Served over plain HTTP on the loopback with a throwaway key: in production a TLS proxy sits in front.
+BENCH_ENV = DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(BENCH_DATABASE) PERFWATCH_HTTPS=false \
+	SECRET_KEY=$$(head -c 32 /dev/urandom | base64 | tr -d '/+=')
 
 .PHONY: help demo test bench lint services browser clean simulate
 
@@ -76,8 +79,8 @@ simulate: $(BIN)/.installed
 bench: $(BIN)/.installed services browser
 	@psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$(BENCH_DATABASE)'" | grep -q 1 \
 		|| createdb -h 127.0.0.1 -U postgres $(BENCH_DATABASE)
-	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(BENCH_DATABASE) $(BIN)/python manage.py migrate --no-input -v0
-	DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(BENCH_DATABASE) $(BIN)/python manage.py bench
+	$(BENCH_ENV) $(BIN)/python manage.py migrate --no-input -v0
+	$(BENCH_ENV) $(BIN)/python manage.py bench
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache
