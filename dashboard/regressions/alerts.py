@@ -1,36 +1,43 @@
-"""Writes: alerts found by change-point detection over stored series.
+"""Writes: alert groups for the changes located jointly over the series of a suite and hardware class.
 
 Detection is incremental: a new run is analysed in a window of at most `PERFWATCH_DETECTION_WINDOW`
-benchmarked points around its commit, so the cost of a new point does not grow with the history. A
-series is analysed under a row lock on that series, and alerts and groups are upserts behind unique
-constraints, so concurrent or repeated detection never duplicates an alert.
+benchmarked points around its commit, so the cost of a new point does not grow with the history. The
+series of a suite and hardware class are analysed together under their row locks, and alerts and groups
+are upserts behind unique constraints, so concurrent or repeated detection never duplicates an alert.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import cast
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series
-from dashboard.regressions.alert_groups import alert_upsert
+from dashboard.regressions.alert_groups import AlertValues, alert_store
+from dashboard.regressions.attribution import LocatedChange, SeriesHistory, changes_locate
 from dashboard.regressions.bisection import group_bisect, groups_around
-from dashboard.regressions.detection import change_point_kind, change_points_detect
-from dashboard.regressions.models import Alert, AlertGroup, DetectionSetting, GroupState, TriageEvent
+from dashboard.regressions.models import (
+    AlertGroup,
+    AlertKind,
+    DetectionSetting,
+    GroupKind,
+    GroupState,
+    TriageEvent,
+)
 from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.selectors import (
     CommitWindow,
-    SeriesPoint,
-    SeriesWindow,
     WindowCommit,
+    commit_values,
     commit_window,
-    series_points,
 )
 from dashboard.regressions.thresholds import Threshold, threshold_resolve, thresholds_for_suite
 
@@ -42,8 +49,8 @@ logger = logging.getLogger(__name__)
 EDGE_MARGIN = 20
 
 
-# A change found within this many benchmarked points of an alert of the same kind on the same series is
-# that alert seen again with more (or other) data, not a second change.
+# A change located within this many benchmarked points of a group of the same suite and hardware class
+# is that group's change seen again with more (or other) data, not a second change.
 SAME_CHANGE_POINTS = 2
 
 
@@ -65,37 +72,31 @@ NOTHING = DetectionOutcome(series_analysed=0, alerts_created=0, group_ids=frozen
 
 
 @dataclass(frozen=True)
-class _KnownAlert:
+class _KnownGroup:
+    """A group that already holds alerts of the suite and hardware class being analysed."""
+
     group_id: int
-    kind: str
     base_commit_id: int
     head_commit_id: int
     base_position: int | None
     head_position: int | None
 
-    def same_change(
-        self, *, kind: str, base: SeriesPoint, head: SeriesPoint, index_of: dict[int, int]
-    ) -> bool:
-        """Whether a change found now is this alert seen again with other commits benchmarked."""
-        if kind != self.kind or (self.base_commit_id, self.head_commit_id) == (
-            base.commit_id,
-            head.commit_id,
-        ):
-            return False
+    def same_change(self, *, base: WindowCommit, head: WindowCommit, index_of: dict[int, int]) -> bool:
+        """Whether a change located now is this group's, seen again with other commits benchmarked."""
         if (
             self.base_position is not None
             and self.head_position is not None
             and base.position is not None
             and head.position is not None
-            # Ranges (base, head] that share a commit are one gap, split or not by a run in between.
+            # Ranges (base, head] that share a commit are one change, split or not by runs in between.
             and max(self.base_position, base.position) < min(self.head_position, head.position)
         ):
             return True
         index = index_of.get(self.head_commit_id)
         return index is not None and abs(index - index_of[head.commit_id]) <= SAME_CHANGE_POINTS
 
-    def narrowed_by(self, *, base: SeriesPoint, head: SeriesPoint) -> bool:
-        """Whether (base, head] lies inside this alert's range and is shorter: a point measured inside it."""
+    def narrowed_by(self, *, base: WindowCommit, head: WindowCommit) -> bool:
+        """Whether (base, head] lies inside this group's range and is shorter: points measured inside it."""
         if None in (self.base_position, self.head_position, base.position, head.position):
             return False
         return (
@@ -105,7 +106,7 @@ class _KnownAlert:
         )
 
 
-def _group_narrow(*, known: _KnownAlert, base: SeriesPoint, head: SeriesPoint) -> bool:
+def _group_narrow(*, known: _KnownGroup, base: WindowCommit, head: WindowCommit) -> bool:
     """Give the group of `known` the narrower range (base, head], keeping its triage and notifications.
 
     The group itself moves rather than its alerts, so nothing is announced twice. When another group
@@ -136,76 +137,130 @@ def _group_narrow(*, known: _KnownAlert, base: SeriesPoint, head: SeriesPoint) -
     return bool(narrowed)
 
 
-def _window_analyse(*, series: Series, window: SeriesWindow, threshold: Threshold) -> DetectionOutcome:
-    points = window.points
-    changes = change_points_detect(
-        values=[point.value for point in points],
-        min_relative_change=threshold.min_relative_change,
-        p_threshold=threshold.p_threshold,
-    )
-    if not changes:
-        return DetectionOutcome(series_analysed=1, alerts_created=0, group_ids=frozenset())
-    index_of = {point.commit_id: index for index, point in enumerate(points)}
+def _range_reason(*, change: LocatedChange, commits: Sequence[WindowCommit]) -> str:
+    """Why a located change's range holds more than one commit, in words for its group page."""
+    base, head = commits[change.first - 1], commits[change.last]
+    reasons: list[str] = []
+    if change.outliers:
+        shas = Commit.objects.in_bulk([commits[index].commit_id for index in change.outliers])
+        names = ", ".join(shas[commits[index].commit_id].short_sha for index in change.outliers)
+        reasons.append(
+            f"The run at {names} fits neither side of the change (an outlier run) and was left out, so its "
+            "commit may be on either side: the range keeps it."
+            if len(change.outliers) == 1
+            else f"The runs at {names} fit neither side of the change (outlier runs) and were left out, so "
+            "their commits may be on either side: the range keeps them."
+        )
+    if change.ambiguous:
+        reasons.append(
+            "Benchmarked commits inside the range fit both sides of the change about equally well: one "
+            "run per commit cannot place it more precisely."
+        )
+    if base.position is not None and head.position is not None:
+        unbenchmarked = head.position - base.position - (change.last - change.first + 1)
+        if unbenchmarked > 0:
+            reasons.append(
+                f"{unbenchmarked} commit{'s' if unbenchmarked > 1 else ''} in the range "
+                f"{'were' if unbenchmarked > 1 else 'was'} not benchmarked."
+            )
+    return " ".join(reasons)
+
+
+def _history_build(
+    *, series: Sequence[Series], thresholds: dict[int, Threshold], commits: Sequence[WindowCommit]
+) -> list[SeriesHistory]:
+    commit_ids = [commit.commit_id for commit in commits]
+    values = commit_values(series_ids=[item.pk for item in series], commit_ids=commit_ids)
+    histories = []
+    for item in series:
+        measured = values.get(item.pk, {})
+        histories.append(
+            SeriesHistory(
+                key=item.pk,
+                values=[measured[cid].value if cid in measured else math.nan for cid in commit_ids],
+                runs=[measured[cid].runs if cid in measured else 1 for cid in commit_ids],
+                min_relative_change=thresholds[item.pk].min_relative_change,
+                p_threshold=thresholds[item.pk].p_threshold,
+            )
+        )
+    return histories
+
+
+def _window_analyse(
+    *, series: Sequence[Series], thresholds: dict[int, Threshold], window: CommitWindow
+) -> DetectionOutcome:
+    """Locate the changes of one suite and hardware class jointly over every enabled series of it, in
+    one commit window, and store each as one group with an alert per series that moved."""
+    commits = window.commits
+    located = changes_locate(series=_history_build(series=series, thresholds=thresholds, commits=commits))
+    analysed = DetectionOutcome(series_analysed=len(series), alerts_created=0, group_ids=frozenset())
+    if not located:
+        return analysed
+    by_id = {item.pk: item for item in series}
+    index_of = {commit.commit_id: index for index, commit in enumerate(commits)}
     known = [
-        _KnownAlert(*row)
-        for row in Alert.objects.filter(series=series).values_list(
-            "group_id",
-            "kind",
-            "group__base_commit_id",
-            "group__head_commit_id",
-            "group__base_commit__position",
-            "group__head_commit__position",
+        _KnownGroup(*row)
+        for row in AlertGroup.objects.filter(alerts__series__in=series)
+        .distinct()
+        .values_list(
+            "pk", "base_commit_id", "head_commit_id", "base_commit__position", "head_commit__position"
         )
     ]
     created_count = 0
     group_ids: set[int] = set()
-    for change in changes:
-        if not window.at_series_start and change.index < EDGE_MARGIN:
+    for change in located:
+        if not window.at_start and change.first < EDGE_MARGIN:
             continue
-        if not window.at_series_end and change.index > len(points) - EDGE_MARGIN:
+        if not window.at_end and change.last > len(commits) - EDGE_MARGIN:
             continue
-        base, head = points[change.index - 1], points[change.index]
-        kind = change_point_kind(change=change, higher_is_better=series.higher_is_better)
-        same = [
-            alert for alert in known if alert.same_change(kind=kind, base=base, head=head, index_of=index_of)
-        ]
-        narrowing = next((alert for alert in same if alert.narrowed_by(base=base, head=head)), None)
-        if narrowing is None or not _group_narrow(known=narrowing, base=base, head=head):
-            if same:
-                continue
-        else:
-            # The alert now sits in the narrowed range: the upsert below refreshes its values there.
-            known = [
-                replace(
-                    alert,
-                    base_commit_id=base.commit_id,
-                    head_commit_id=head.commit_id,
-                    base_position=base.position,
-                    head_position=head.position,
-                )
-                if alert.group_id == narrowing.group_id
-                else alert
-                for alert in known
-            ]
-        alert, created = alert_upsert(
-            series=series,
-            base_commit_id=base.commit_id,
-            head_commit_id=head.commit_id,
-            kind=kind,
-            before=change.before,
-            after=change.after,
-            change_pct=change.change_pct,
-            p_value=change.p_value,
+        base, head = commits[change.first - 1], commits[change.last]
+        reason = _range_reason(change=change, commits=commits)
+        same = next(
+            (group for group in known if group.same_change(base=base, head=head, index_of=index_of)), None
         )
-        created_count += created
-        group_ids.add(alert.group_id)
-        if created:
-            known.append(
-                _KnownAlert(
-                    alert.group_id, kind, base.commit_id, head.commit_id, base.position, head.position
-                )
+        if same is None:
+            group, _ = AlertGroup.objects.get_or_create(
+                base_commit_id=base.commit_id,
+                head_commit_id=head.commit_id,
+                defaults={"kind": GroupKind.REGRESSION, "range_reason": reason},
             )
-    return DetectionOutcome(series_analysed=1, alerts_created=created_count, group_ids=frozenset(group_ids))
+            group_id = group.pk
+            known.append(_KnownGroup(group_id, base.commit_id, head.commit_id, base.position, head.position))
+        else:
+            group_id = same.group_id
+            if same.narrowed_by(base=base, head=head) and _group_narrow(known=same, base=base, head=head):
+                known = [
+                    replace(
+                        group,
+                        base_commit_id=base.commit_id,
+                        head_commit_id=head.commit_id,
+                        base_position=base.position,
+                        head_position=head.position,
+                    )
+                    if group.group_id == group_id
+                    else group
+                    for group in known
+                ]
+                AlertGroup.objects.filter(pk=group_id).update(range_reason=reason)
+        for series_change in change.changes:
+            item = by_id[int(cast(int, series_change.key))]
+            values = AlertValues(
+                kind=_alert_kind(series=item, change_pct=series_change.change_pct),
+                before=series_change.before,
+                after=series_change.after,
+                change_pct=series_change.change_pct,
+                p_value=series_change.p_value,
+            )
+            _, created = alert_store(group_id=group_id, series=item, values=values)
+            created_count += created
+        group_ids.add(group_id)
+    return DetectionOutcome(
+        series_analysed=len(series), alerts_created=created_count, group_ids=frozenset(group_ids)
+    )
+
+
+def _alert_kind(*, series: Series, change_pct: float) -> str:
+    return AlertKind.IMPROVEMENT if (change_pct > 0) == series.higher_is_better else AlertKind.REGRESSION
 
 
 def series_lock() -> QuerySet[Series]:
@@ -219,75 +274,76 @@ def series_lock() -> QuerySet[Series]:
     return Series.objects.select_for_update(no_key=True)
 
 
-def series_detect(*, series_ids: Sequence[int], commit_id: int | None = None) -> DetectionOutcome:
-    """Detect changes in these series in the window around `commit_id` (the trailing one without it).
+def _enabled_series(*, locked: Sequence[Series]) -> tuple[list[Series], dict[int, Threshold]]:
+    """The series detection looks at, with the threshold of each."""
+    rows: dict[int, list[DetectionSetting]] = {}
+    thresholds: dict[int, Threshold] = {}
+    for series in locked:
+        if series.suite_id not in rows:
+            rows[series.suite_id] = thresholds_for_suite(series.suite_id)
+        threshold = threshold_resolve(
+            metric=series.metric, suite_id=series.suite_id, rows=rows[series.suite_id]
+        )
+        if threshold.enabled:
+            thresholds[series.pk] = threshold
+    return [series for series in locked if series.pk in thresholds], thresholds
 
-    One transaction holds the row locks of all the series, taken in id order: detection of a suite's
-    series is serialised, so a second worker sees the first one's alerts and refreshes them instead of
+
+def _pairs_lock(pairs: Iterable[tuple[int, str]]) -> dict[tuple[int, str], list[Series]]:
+    """Row locks on every series of these (suite, hardware class) pairs, taken in id order."""
+    condition = Q(pk__in=[])
+    for suite_id, hardware_class in pairs:
+        condition |= Q(suite_id=suite_id, hardware_class=hardware_class)
+    grouped: dict[tuple[int, str], list[Series]] = {}
+    for series in series_lock().filter(condition).order_by("pk"):
+        grouped.setdefault((series.suite_id, series.hardware_class), []).append(series)
+    return grouped
+
+
+def series_detect(*, series_ids: Sequence[int], commit_id: int | None = None) -> DetectionOutcome:
+    """Detect changes around `commit_id` (the trailing window without it) in the suites and hardware
+    classes of these series, over every series of each: a change is located on all of them together.
+
+    One transaction holds the row locks of all those series, taken in id order: detection of a suite's
+    series is serialised, so a second worker sees the first one's groups and refreshes them instead of
     creating them again; and every series is analysed over the same commits, read once under the locks.
     """
+    pairs = set(Series.objects.filter(pk__in=series_ids).values_list("suite_id", "hardware_class"))
     outcome = NOTHING
     with transaction.atomic():
-        locked = list(series_lock().filter(pk__in=series_ids).order_by("pk"))
-        windows: dict[tuple[int, str], CommitWindow] = {}
-        settings_rows: dict[int, list[DetectionSetting]] = {}
-        for series in locked:
-            if series.suite_id not in settings_rows:
-                settings_rows[series.suite_id] = thresholds_for_suite(series.suite_id)
-            threshold = threshold_resolve(
-                metric=series.metric, suite_id=series.suite_id, rows=settings_rows[series.suite_id]
-            )
-            if not threshold.enabled:
+        for (suite_id, hardware_class), locked in sorted(_pairs_lock(pairs).items()):
+            enabled, thresholds = _enabled_series(locked=locked)
+            if not enabled:
                 continue
-            key = (series.suite_id, series.hardware_class)
-            if key not in windows:
-                windows[key] = commit_window(
-                    suite_id=series.suite_id, hardware_class=series.hardware_class, commit_id=commit_id
-                )
-            window = windows[key]
-            points = series_points(series_id=series.pk, commits=window.commits)
-            outcome += _window_analyse(
-                series=series,
-                window=SeriesWindow(
-                    points=tuple(points), at_series_start=window.at_start, at_series_end=window.at_end
-                ),
-                threshold=threshold,
-            )
+            window = commit_window(suite_id=suite_id, hardware_class=hardware_class, commit_id=commit_id)
+            outcome += _window_analyse(series=enabled, thresholds=thresholds, window=window)
     return outcome
 
 
-def series_detect_history(
-    *, series_id: int, commits: Sequence[WindowCommit] | None = None
-) -> DetectionOutcome:
-    """Detect changes over the whole history of a series, in overlapping windows (backfill)."""
+def pair_detect_history(*, suite_id: int, hardware_class: str) -> DetectionOutcome:
+    """Detect changes over the whole history of a suite on a hardware class, in overlapping windows."""
     with transaction.atomic():
-        series = series_lock().filter(pk=series_id).first()
-        if series is None:
+        locked = _pairs_lock([(suite_id, hardware_class)]).get((suite_id, hardware_class), [])
+        enabled, thresholds = _enabled_series(locked=locked)
+        if not enabled:
             return NOTHING
-        threshold = threshold_resolve(
-            metric=series.metric, suite_id=series.suite_id, rows=thresholds_for_suite(series.suite_id)
-        )
-        if not threshold.enabled:
-            return NOTHING
-        if commits is None:
-            commits = _all_commits(suite_id=series.suite_id, hardware_class=series.hardware_class)
-        points = series_points(series_id=series_id, commits=commits)
+        commits = _all_commits(suite_id=suite_id, hardware_class=hardware_class)
         size = settings.PERFWATCH_DETECTION_WINDOW
         # Windows overlap by half, so every point lies at least a quarter window from an inner edge in one.
         stride = max(size // 2, 2 * EDGE_MARGIN)
-        starts = list(range(0, max(len(points) - size, 0) + 1, stride))
-        if starts[-1] + size < len(points):
-            starts.append(len(points) - size)
+        starts = list(range(0, max(len(commits) - size, 0) + 1, stride))
+        if starts[-1] + size < len(commits):
+            starts.append(len(commits) - size)
         outcome = NOTHING
         for start in starts:
-            window = SeriesWindow(
-                points=tuple(points[start : start + size]),
-                at_series_start=start == 0,
-                at_series_end=start + size >= len(points),
+            window = CommitWindow(
+                commits=commits[start : start + size],
+                at_start=start == 0,
+                at_end=start + size >= len(commits),
             )
-            outcome += _window_analyse(series=series, window=window, threshold=threshold)
+            outcome += _window_analyse(series=enabled, thresholds=thresholds, window=window)
         return DetectionOutcome(
-            series_analysed=1, alerts_created=outcome.alerts_created, group_ids=outcome.group_ids
+            series_analysed=len(enabled), alerts_created=outcome.alerts_created, group_ids=outcome.group_ids
         )
 
 
@@ -321,21 +377,15 @@ def run_detect(*, run_id: int, notify: bool = True, bisect: bool = True) -> Dete
 def suite_detect_history(
     *, suite_name: str | None = None, hardware_class: str | None = None, notify: bool = False
 ) -> DetectionOutcome:
-    """Detect changes over the whole history of every series (of a suite / hardware class)."""
+    """Detect changes over the whole history of every suite and hardware class (or of one)."""
     series = Series.objects.all()
     if suite_name:
         series = series.filter(suite__name=suite_name)
     if hardware_class:
         series = series.filter(hardware_class=hardware_class)
     outcome = NOTHING
-    commits: dict[tuple[int, str], tuple[WindowCommit, ...]] = {}
-    for series_id, suite_id, series_hardware in series.order_by("pk").values_list(
-        "pk", "suite_id", "hardware_class"
-    ):
-        key = (suite_id, series_hardware)
-        if key not in commits:
-            commits[key] = _all_commits(suite_id=suite_id, hardware_class=series_hardware)
-        outcome += series_detect_history(series_id=series_id, commits=commits[key])
+    for suite_id, series_hardware in sorted(set(series.values_list("suite_id", "hardware_class"))):
+        outcome += pair_detect_history(suite_id=suite_id, hardware_class=series_hardware)
     if notify:
         _notify(outcome)
     return outcome

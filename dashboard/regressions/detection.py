@@ -36,6 +36,7 @@ HAMPEL_HALF_WINDOW = 3
 HAMPEL_SIGMAS = 5.0
 THRESHOLD_FACTOR = 1.3
 MAX_AUTOCORRELATION = 0.9
+RESCAN_REACH = 4 * MIN_SEGMENT
 AUTOCORRELATION_ROUNDS = 3
 # MAD of a standard normal is 0.6745 σ; differences of iid noise have √2 σ.
 MAD_TO_SIGMA = 1.0 / 0.6744897501960817
@@ -83,9 +84,7 @@ def change_points_detect(
     prefix = np.concatenate(([0.0], np.cumsum(cleaned)))
     threshold = THRESHOLD_FACTOR * np.sqrt(2.0 * np.log(cleaned.size))
     intervals = _seeded_intervals(length=cleaned.size)
-    boundaries = _narrowest_over_threshold(
-        prefix=prefix, intervals=intervals, scale=sigma, threshold=threshold
-    )
+    boundaries = _boundaries_find(prefix=prefix, intervals=intervals, scale=sigma, threshold=threshold)
 
     autocorrelation = 0.0
     for _ in range(AUTOCORRELATION_ROUNDS):
@@ -98,7 +97,7 @@ def change_points_detect(
         # MAD of differences estimates σ·√(1-ρ) under AR(1) noise; the long-run standard deviation that
         # governs segment means is σ·√((1+ρ)/(1-ρ)) = that estimate · √(1+ρ)/(1-ρ).
         long_run_sigma = sigma * np.sqrt(1.0 + autocorrelation) / (1.0 - autocorrelation)
-        boundaries = _narrowest_over_threshold(
+        boundaries = _boundaries_find(
             prefix=prefix, intervals=intervals, scale=long_run_sigma, threshold=threshold
         )
 
@@ -208,6 +207,49 @@ def _narrowest_over_threshold(
         if position < len(chosen) and chosen[position] < end:
             continue  # this interval straddles a boundary already chosen
         bisect.insort(chosen, split)
+    return chosen
+
+
+def _boundaries_find(
+    *, prefix: FloatArray, intervals: list[_Intervals], scale: float, threshold: float
+) -> list[int]:
+    chosen = _narrowest_over_threshold(prefix=prefix, intervals=intervals, scale=scale, threshold=threshold)
+    return _segments_rescan(prefix=prefix, boundaries=chosen, scale=scale, threshold=threshold)
+
+
+def _segments_rescan(
+    *, prefix: FloatArray, boundaries: list[int], scale: float, threshold: float
+) -> list[int]:
+    """Add the best split of every segment between chosen boundaries while one passes the threshold.
+
+    The seeded intervals start at multiples of half their width, so a step a few points after a larger
+    one often has no interval that holds it without the larger step: it would be folded into its
+    neighbour. Scanning each segment between boundaries (whose ends are change points, not interval
+    edges) finds it, as plain binary segmentation would.
+    """
+    length = prefix.size - 1
+    chosen = sorted(boundaries)
+    pending = list(zip([0, *chosen], [*chosen, length], strict=True))
+    while pending:
+        start, end = pending.pop()
+        width = end - start
+        if width < 2 * MIN_SEGMENT:
+            continue
+        splits = np.arange(start + MIN_SEGMENT, end - MIN_SEGMENT + 1)
+        # Only a step shadowed by a neighbouring boundary is missed; farther ones had their intervals.
+        near = (splits - start <= RESCAN_REACH) | (end - splits <= RESCAN_REACH)
+        splits = splits[near]
+        left_count = (splits - start).astype(np.float64)
+        right_count = width - left_count
+        left_mean = (prefix[splits] - prefix[start]) / left_count
+        right_mean = (prefix[end] - prefix[splits]) / right_count
+        cusum = np.sqrt(left_count * right_count / width) * np.abs(left_mean - right_mean) / scale
+        best = int(np.argmax(cusum))
+        if cusum[best] <= threshold:
+            continue
+        split = int(splits[best])
+        bisect.insort(chosen, split)
+        pending.extend([(start, split), (split, end)])
     return chosen
 
 

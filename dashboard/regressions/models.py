@@ -118,6 +118,9 @@ class AlertGroup(models.Model):
     state_changed_at = models.DateTimeField(null=True, blank=True)
     # Per (suite, hardware class) and alert: the repeats at both ends and what the test made of them.
     evidence = models.JSONField(default=dict, blank=True)
+    range_reason = models.TextField(
+        blank=True, help_text="Why the range holds more than one commit, when it does"
+    )
     magnitude_pct = models.FloatField(default=0.0, help_text="Largest |change| among its alerts, in %")
     status = models.CharField(
         max_length=20, choices=TriageStatus.choices, default=TriageStatus.UNTRIAGED, db_index=True

@@ -13,7 +13,7 @@ from typing import Literal
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Avg, F, Prefetch, Q, QuerySet
+from django.db.models import F, Prefetch, Q, QuerySet
 from django.urls import reverse
 
 from dashboard.benchmarks.models import (
@@ -38,6 +38,8 @@ from dashboard.regressions.models import (
     TriageEvent,
     TriageStatus,
 )
+from dashboard.regressions.statistics import CommitValue, NoiseEstimate, commit_value, noise_estimate
+from dashboard.regressions.thresholds import threshold_resolve, thresholds_for_suite
 
 Sort = Literal["date", "size"]
 PENDING_RUN_STATUSES: tuple[str, ...] = (RunStatus.QUEUED, *ACTIVE_RUN_STATUSES)
@@ -61,11 +63,12 @@ class CommitWindow:
 
 @dataclass(frozen=True)
 class SeriesPoint:
-    """One benchmarked commit of a series: repeats averaged."""
+    """One benchmarked commit of a series: the median of its runs, and how many there were."""
 
     commit_id: int
     position: int | None
     value: float
+    runs: int = 1
 
 
 @dataclass(frozen=True)
@@ -141,20 +144,36 @@ def commit_window(
     )
 
 
+def commit_values(
+    *, series_ids: Sequence[int], commit_ids: Sequence[int]
+) -> dict[int, dict[int, CommitValue]]:
+    """Each series' value at each of the commits that has one: the median of its succeeded runs, with
+    their spread (:func:`statistics.commit_value`, the one rule every page and the detector use)."""
+    runs: dict[tuple[int, int], list[float]] = defaultdict(list)
+    rows = Measurement.objects.filter(
+        series_id__in=series_ids, run__status=RunStatus.SUCCEEDED, commit_id__in=commit_ids
+    ).values_list("series_id", "commit_id", "value")
+    for series_id, commit_id, value in rows.iterator(chunk_size=5000):
+        runs[(series_id, commit_id)].append(value)
+    values: dict[int, dict[int, CommitValue]] = defaultdict(dict)
+    for (series_id, commit_id), measured in runs.items():
+        values[series_id][commit_id] = commit_value(measured)
+    return values
+
+
 def series_points(*, series_id: int, commits: Sequence[WindowCommit]) -> list[SeriesPoint]:
-    """The series' values at `commits` (repeats averaged), in their order; commits it lacks are left out."""
-    values = dict(
-        Measurement.objects.filter(
-            series_id=series_id,
-            run__status=RunStatus.SUCCEEDED,
-            commit_id__in=[commit.commit_id for commit in commits],
-        )
-        .values("commit_id")
-        .annotate(mean=Avg("value"))
-        .values_list("commit_id", "mean")
+    """The series' values at `commits` (the median of each commit's runs), in their order; commits it
+    lacks are left out."""
+    values = commit_values(series_ids=[series_id], commit_ids=[commit.commit_id for commit in commits]).get(
+        series_id, {}
     )
     return [
-        SeriesPoint(commit_id=commit.commit_id, position=commit.position, value=values[commit.commit_id])
+        SeriesPoint(
+            commit_id=commit.commit_id,
+            position=commit.position,
+            value=values[commit.commit_id].value,
+            runs=values[commit.commit_id].runs,
+        )
         for commit in commits
         if commit.commit_id in values
     ]
@@ -531,3 +550,37 @@ def alert_get(*, alert_id: int) -> Alert | None:
         .filter(pk=alert_id)
         .first()
     )
+
+
+def series_noise(
+    *, suite_id: int, hardware_class: str, size: int | None = None
+) -> dict[tuple[int, str], NoiseEstimate]:
+    """Run-to-run noise of every series of a suite on a hardware class, keyed (concurrency, metric), from
+    its latest `size` benchmarked commits (the detection window): from repeated runs of a commit where
+    there are any, else from the commits' values (:func:`statistics.noise_estimate`). Two queries."""
+    window = commit_window(suite_id=suite_id, hardware_class=hardware_class, size=size)
+    order = {commit.commit_id: index for index, commit in enumerate(window.commits)}
+    runs: dict[tuple[int, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for concurrency, metric, commit_id, value in Measurement.objects.filter(
+        series__suite_id=suite_id,
+        series__hardware_class=hardware_class,
+        run__status=RunStatus.SUCCEEDED,
+        commit_id__in=list(order),
+    ).values_list("series__concurrency", "series__metric", "commit_id", "value"):
+        runs[(concurrency, metric)][commit_id].append(value)
+    return {
+        key: noise_estimate(
+            runs_by_commit=[by_commit[cid] for cid in sorted(by_commit, key=order.__getitem__)]
+        )
+        for key, by_commit in runs.items()
+    }
+
+
+def metric_min_changes(*, suite_id: int, metrics: Sequence[str]) -> dict[str, float]:
+    """The minimum relative change (a fraction) that makes a change of each metric matter in a suite: the
+    detection setting that applies to it (0 for metrics detection leaves out). One query."""
+    rows = thresholds_for_suite(suite_id)
+    thresholds = {
+        metric: threshold_resolve(metric=metric, suite_id=suite_id, rows=rows) for metric in metrics
+    }
+    return {metric: threshold.min_relative_change for metric, threshold in thresholds.items()}

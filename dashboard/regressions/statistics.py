@@ -31,6 +31,9 @@ from scipy import stats
 
 # MAD of a standard normal is 0.6745 σ; a difference of two iid values has √2 σ.
 MAD_TO_SIGMA = 1.0 / 0.6744897501960817
+# Root mean square of the 90 % smallest |z| of a standard normal is 0.789: dividing by it gives σ.
+TRIMMED_SHARE = 0.1
+TRIMMED_TO_SIGMA = 1.0 / 0.7893
 # A noise estimate from first differences of n values has about n/2 degrees of freedom worth of evidence
 # (MAD is less efficient than a standard deviation); cap it so one long series never acts as certainty.
 MAX_NOISE_DEGREES = 200.0
@@ -129,14 +132,28 @@ def noise_estimate(*, runs_by_commit: Sequence[Values]) -> NoiseEstimate:
             relative=relative,
         )
     medians = np.array([float(np.median(group)) for group in transformed])
+    return _differences_noise(medians=medians, relative=relative)
+
+
+def noise_from_values(values: Values) -> NoiseEstimate:
+    """The noise of a series with one value per commit (see :func:`noise_estimate`), in commit order."""
+    array = _finite(values, what="a series' values")
+    relative = bool(array.size) and bool(np.all(array > 0))
+    return _differences_noise(medians=np.log(array) if relative else array, relative=relative)
+
+
+def _differences_noise(*, medians: npt.NDArray[np.float64], relative: bool) -> NoiseEstimate:
     if medians.size < 3:
         return replace(NO_NOISE, relative=relative)
     differences = np.diff(medians)
-    mad = float(np.median(np.abs(differences - np.median(differences))))
-    sigma = mad * MAD_TO_SIGMA / math.sqrt(2.0)
-    if sigma == 0.0:
-        # Quantised data can have a zero MAD; the plain deviation of differences still measures it.
-        sigma = float(np.std(differences)) / math.sqrt(2.0)
+    deviations = np.abs(differences - np.median(differences))
+    mad_sigma = float(np.median(deviations)) * MAD_TO_SIGMA / math.sqrt(2.0)
+    # The MAD is blind to level shifts but collapses on quantised or patterned noise (most differences
+    # equal); the root mean square of the differences without the largest tenth (the level shifts) does
+    # not. The larger of the two is the noise: underestimating it would make every point an outlier.
+    kept = np.sort(deviations)[: max(1, math.ceil(deviations.size * (1.0 - TRIMMED_SHARE)))]
+    trimmed_sigma = float(np.sqrt(np.mean(kept**2))) * TRIMMED_TO_SIGMA / math.sqrt(2.0)
+    sigma = max(mad_sigma, trimmed_sigma)
     degrees = min(MAX_NOISE_DEGREES, (medians.size - 1) / 2.0)
     return NoiseEstimate(sigma=sigma, degrees_of_freedom=degrees, source="differences", relative=relative)
 

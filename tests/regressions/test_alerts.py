@@ -7,7 +7,7 @@ from typing import cast
 import pytest
 
 from dashboard.benchmarks.models import Commit, Run
-from dashboard.regressions.alerts import run_detect, series_detect_history, suite_detect_history
+from dashboard.regressions.alerts import pair_detect_history, run_detect, suite_detect_history
 from dashboard.regressions.models import Alert, AlertGroup, AlertKind, DetectionSetting, GroupKind
 from dashboard.regressions.selectors import group_range_commits, series_window
 from dashboard.regressions.thresholds import threshold_resolve
@@ -201,7 +201,7 @@ def test_a_history_longer_than_the_window_is_analysed_window_by_window(history_b
     values = [value * (1.08 if index >= 110 else 1.0) for index, value in enumerate(values)]
     history = history_build(values={THROUGHPUT: values})
 
-    outcome = series_detect_history(series_id=history.series().pk)
+    outcome = pair_detect_history(suite_id=history.suite.pk, hardware_class=history.series().hardware_class)
 
     heads = sorted(AlertGroup.objects.values_list("head_commit_id", flat=True))
     assert outcome.alerts_created == 2

@@ -1,0 +1,303 @@
+"""Joint attribution: where the changes of one suite on one hardware class lie (pure numpy, no Django).
+
+Every series of a suite and hardware class (each concurrency level and metric) is measured by the same
+runs, so they are evidence about the same change locations. This module turns them into changes, each
+located once, at one range of benchmarked points, with every series that moved there:
+
+1. **Outlier runs.** A point that fits neither the points just before it nor those just after it is an
+   outlier in its series (beyond 5 σ); a run whose points are beyond 3 σ in at least half of the series
+   it measured is a slow (or fast) run as a whole. Either way the point says nothing about which side of
+   a change its commit lies on, so it is left out of detection and location. Replacing it by a rolling
+   median instead would give it the level of the side that holds more of the window, which is how a
+   slow run just before a regression used to take the blame.
+2. **Candidates.** Each series' own change points (:func:`detection.change_points_detect`, the detector
+   measured best in notes/change-points.md) over the points that are left.
+3. **Clusters.** Candidates of different series within two benchmarked points of each other are one
+   change; two candidates of one series never are (the detector keeps them at least three points apart).
+4. **Location.** For each change, the profile log-likelihood of a single step at every point between its
+   neighbouring changes, summed over the series that saw it (each weighted by its points' run counts and
+   scaled by its own noise). The step lies at the maximum; every point whose likelihood is within
+   ln(2/α) of it stays possible (α = 2 %: under a random-walk approximation the true location is outside
+   that set about α of the time, whatever the step size). The change's range spans that set: a clear step
+   gets one point, an ambiguous or outlier-flanked one a wider range that says why.
+5. **Size.** Every series is tested at the located range with :func:`statistics.change_estimate` on the
+   points before and after it (the points inside the range are left out) and gets an alert when it passes
+   its p-value threshold and minimum relative change.
+
+Indices are positions in the list of benchmarked points. A change with range ``first``..``last`` means the
+culprit lies after point ``first - 1`` up to and including point ``last``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from dashboard.regressions.detection import change_points_detect
+from dashboard.regressions.statistics import NoiseEstimate, change_estimate, noise_from_values
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+NEIGHBOURS = 3
+POINT_OUTLIER_SIGMAS = 5.0
+RUN_OUTLIER_SIGMAS = 3.0
+SAME_CHANGE_POINTS = 2
+LOCATION_ALPHA = 0.02
+LOCATION_SLACK = math.log(2.0 / LOCATION_ALPHA)
+# How many points on each side locate a change and measure its size.
+CONTEXT_POINTS = 30
+
+
+class HistoryInvalid(ValueError):
+    """Series of different lengths, or values that are neither finite nor NaN."""
+
+
+@dataclass(frozen=True)
+class SeriesHistory:
+    """One series over the suite's benchmarked points: NaN where it has no value."""
+
+    key: Hashable
+    values: Sequence[float] | npt.NDArray[np.floating]
+    runs: Sequence[int] | None = None  # runs behind each point (weights); one each when None
+    min_relative_change: float = 0.02
+    p_threshold: float = 1e-4
+    noise: NoiseEstimate | None = None  # run-to-run noise measured from repeats, when there are any
+
+
+@dataclass(frozen=True)
+class SeriesChange:
+    key: Hashable
+    before: float  # median of the points before the range
+    after: float  # median of the points after it
+    change_pct: float
+    low_pct: float | None
+    high_pct: float | None
+    p_value: float
+    n_before: int
+    n_after: int
+
+
+@dataclass(frozen=True)
+class LocatedChange:
+    first: int  # the earliest point that may be the first one after the change
+    last: int  # the latest such point: the culprit is after point first-1, up to point last
+    estimate: int  # the most likely first point after the change
+    changes: tuple[SeriesChange, ...]
+    outliers: tuple[int, ...] = field(default=())  # points in the range whose runs were left out
+    ambiguous: bool = False  # points in the range fit both sides
+
+    @property
+    def widened(self) -> bool:
+        return self.last > self.first
+
+
+def changes_locate(*, series: Sequence[SeriesHistory]) -> list[LocatedChange]:
+    """The changes of a suite on a hardware class, each located once over all its series, in order."""
+    if not series:
+        return []
+    prepared = [_Prepared.of(history) for history in series]
+    length = prepared[0].values.size
+    if any(item.values.size != length for item in prepared):
+        raise HistoryInvalid("every series must have one value (or NaN) per benchmarked point")
+    _outliers_mark(prepared)
+
+    candidates: list[tuple[int, int]] = []  # (first point after the change, series number)
+    for number, item in enumerate(prepared):
+        used = np.flatnonzero(item.usable)
+        if used.size == 0 or item.sigma == 0.0:
+            continue
+        for change in change_points_detect(
+            values=item.values[used],
+            min_relative_change=item.history.min_relative_change,
+            p_threshold=item.history.p_threshold,
+        ):
+            candidates.append((int(used[change.index]), number))
+    clusters = _clusters(sorted(candidates))
+
+    located: list[LocatedChange] = []
+    floor = 0
+    for position, cluster in enumerate(clusters):
+        ceiling = min(clusters[position + 1][0][0], length) if position + 1 < len(clusters) else length
+        found = _locate(prepared=prepared, cluster=cluster, floor=floor, ceiling=ceiling)
+        if found is None:
+            continue
+        located.append(found)
+        floor = found.last
+    return located
+
+
+@dataclass
+class _Prepared:
+    history: SeriesHistory
+    values: FloatArray  # original units, NaN where absent
+    signal: FloatArray  # log values for positive series
+    weights: FloatArray
+    sigma: float
+    noise: NoiseEstimate
+    usable: BoolArray  # present and not an outlier
+    scores: FloatArray  # distance to the nearer side, in σ (NaN where absent)
+
+    @classmethod
+    def of(cls, history: SeriesHistory) -> _Prepared:
+        values = np.asarray(history.values, dtype=np.float64)
+        if values.ndim != 1 or np.any(np.isinf(values)):
+            raise HistoryInvalid(f"series {history.key!r}: values must be one-dimensional, finite or NaN")
+        present = ~np.isnan(values)
+        weights = np.ones(values.size) if history.runs is None else np.asarray(history.runs, dtype=np.float64)
+        if weights.shape != values.shape or np.any(weights[present] < 1):
+            raise HistoryInvalid(f"series {history.key!r}: one run count of at least 1 per value")
+        relative = bool(np.all(values[present] > 0))
+        signal = np.full(values.size, np.nan)
+        signal[present] = np.log(values[present]) if relative else values[present]
+        noise = history.noise
+        if noise is None or noise.relative != relative or noise.sigma == 0.0:
+            noise = noise_from_values(values[present])
+        return cls(
+            history=history,
+            values=values,
+            signal=signal,
+            weights=weights,
+            sigma=noise.sigma,
+            noise=noise,
+            usable=present.copy(),
+            scores=_side_distances(signal=signal, sigma=noise.sigma),
+        )
+
+
+def _side_distances(*, signal: FloatArray, sigma: float) -> FloatArray:
+    """For each present point, its distance in σ to the nearer of the medians of the few points just
+    before and just after it (0 where there is no context)."""
+    scores = np.full(signal.size, np.nan)
+    present = np.flatnonzero(~np.isnan(signal))
+    if present.size == 0 or sigma == 0.0:
+        return np.where(np.isnan(signal), np.nan, 0.0)
+    compact = signal[present]
+    padded = np.concatenate((np.full(NEIGHBOURS, np.nan), compact, np.full(NEIGHBOURS, np.nan)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, NEIGHBOURS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN sides at the ends
+        before = np.nanmedian(windows[: compact.size], axis=1)
+        after = np.nanmedian(windows[NEIGHBOURS + 1 : NEIGHBOURS + 1 + compact.size], axis=1)
+        distance = np.fmin(np.abs(compact - before), np.abs(compact - after)) / sigma
+    scores[present] = np.nan_to_num(distance, nan=0.0)
+    return scores
+
+
+def _outliers_mark(prepared: list[_Prepared]) -> None:
+    """Leave out points that fit neither side: alone beyond 5 σ, or as a run beyond 3 σ in most series."""
+    scores = np.vstack([item.scores for item in prepared])
+    present = ~np.isnan(scores)
+    far = np.where(present, scores, 0.0) > RUN_OUTLIER_SIGMAS
+    measured = present.sum(axis=0)
+    outlying_runs = (far.sum(axis=0) >= np.maximum(2, np.ceil(measured / 2.0))) & (measured >= 2)
+    for item in prepared:
+        point_outliers = np.nan_to_num(item.scores, nan=0.0) > POINT_OUTLIER_SIGMAS
+        item.usable &= ~(point_outliers | outlying_runs)
+
+
+def _clusters(candidates: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    clusters: list[list[tuple[int, int]]] = []
+    for index, number in candidates:
+        current = clusters[-1] if clusters else None
+        if (
+            current is not None
+            and index - current[0][0] <= SAME_CHANGE_POINTS
+            and all(member != number for _, member in current)
+        ):
+            current.append((index, number))
+        else:
+            clusters.append([(index, number)])
+    return clusters
+
+
+def _locate(
+    *, prepared: list[_Prepared], cluster: list[tuple[int, int]], floor: int, ceiling: int
+) -> LocatedChange | None:
+    low = max(floor, cluster[0][0] - CONTEXT_POINTS)
+    high = min(ceiling, cluster[-1][0] + CONTEXT_POINTS)
+    if high - low < 2:
+        return None
+    involved = sorted({number for _, number in cluster})
+    likelihood = np.zeros(high - low - 1)  # a step before point k, for k in low+1 .. high-1
+    for number in involved:
+        likelihood += _step_likelihood(item=prepared[number], low=low, high=high)
+    best = int(np.argmax(likelihood))
+    possible = np.flatnonzero(likelihood >= likelihood[best] - LOCATION_SLACK)
+    first, last = low + 1 + int(possible.min()), low + 1 + int(possible.max())
+
+    changes = tuple(
+        change
+        for item in prepared
+        if (change := _series_change(item=item, first=first, last=last, low=low, high=high)) is not None
+    )
+    if not changes:
+        return None
+    inside = range(first, last)
+    left_out = tuple(
+        point for point in inside if any(not prepared[number].usable[point] for number in involved)
+    )
+    return LocatedChange(
+        first=first,
+        last=last,
+        estimate=low + 1 + best,
+        changes=changes,
+        outliers=left_out,
+        ambiguous=any(point not in left_out for point in inside),
+    )
+
+
+def _step_likelihood(*, item: _Prepared, low: int, high: int) -> FloatArray:
+    """Log-likelihood gain of one step before each point in low+1..high-1 over no step, in [low, high)."""
+    usable = item.usable[low:high]
+    weights = np.where(usable, item.weights[low:high], 0.0)
+    signal = np.where(usable, np.nan_to_num(item.signal[low:high]), 0.0)
+    weight_sums = np.cumsum(weights)
+    value_sums = np.cumsum(weights * signal)
+    total_weight, total_value = weight_sums[-1], value_sums[-1]
+    left_weight, left_value = weight_sums[:-1], value_sums[:-1]
+    right_weight, right_value = total_weight - left_weight, total_value - left_value
+    with np.errstate(divide="ignore", invalid="ignore"):
+        explained = (
+            np.where(left_weight > 0, left_value**2 / left_weight, 0.0)
+            + np.where(right_weight > 0, right_value**2 / right_weight, 0.0)
+            - (total_value**2 / total_weight if total_weight > 0 else 0.0)
+        )
+    return np.asarray(explained / (2.0 * item.sigma**2), dtype=np.float64)
+
+
+def _series_change(*, item: _Prepared, first: int, last: int, low: int, high: int) -> SeriesChange | None:
+    before_points = np.flatnonzero(item.usable[low:first]) + low
+    after_points = np.flatnonzero(item.usable[last:high]) + last
+    if before_points.size == 0 or after_points.size == 0 or item.sigma == 0.0:
+        return None
+    # One value per commit (the median of its runs): repeats narrow a commit's value, they do not add
+    # independent commits, so counting them as points would overstate the evidence.
+    estimate = change_estimate(
+        before=item.values[before_points],
+        after=item.values[after_points],
+        noise=item.noise,
+        min_relative_change=item.history.min_relative_change,
+    )
+    if (
+        estimate.p_value is None
+        or estimate.p_value >= item.history.p_threshold
+        or abs(estimate.change_pct) < item.history.min_relative_change * 100.0
+    ):
+        return None
+    return SeriesChange(
+        key=item.history.key,
+        before=estimate.before,
+        after=estimate.after,
+        change_pct=estimate.change_pct,
+        low_pct=estimate.low_pct,
+        high_pct=estimate.high_pct,
+        p_value=estimate.p_value,
+        n_before=estimate.n_before,
+        n_after=estimate.n_after,
+    )
