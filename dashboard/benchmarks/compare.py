@@ -1,13 +1,16 @@
 """Compare maths: two sets of measurements of one suite side by side. Pure: no Django.
 
-Changes are computed from the values as given (a page shows rounded numbers, and the change printed
-next to them must be the one a reader gets from those numbers: 258.3 → 725.0 is +180.7 %).
+Each side's value is the median of its runs. Changes are computed from the values as given (a page shows
+rounded numbers, and the change printed next to them must be the one a reader gets from those numbers:
+258.3 → 725.0 is +180.7 %); each change also carries its uncertainty from the runs and the series' noise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from dashboard.benchmarks.statistics import ChangeEstimate, change_estimate, commit_value
 
 MetricKey = tuple[int, str]  # (concurrency, metric)
 
@@ -19,6 +22,9 @@ class CompareRow:
     base: float
     head: float
     change_pct: float | None  # None when the base is zero: no relative change exists
+    estimate: ChangeEstimate | None = None  # interval, p-value, runs on each side, significance
+    base_spread_pct: float = 0.0  # half the range of each side's runs, in % of its value
+    head_spread_pct: float = 0.0
 
 
 def change_pct(*, base: float, head: float) -> float | None:
@@ -28,21 +34,41 @@ def change_pct(*, base: float, head: float) -> float | None:
     return round((head - base) / abs(base) * 100.0, 1)
 
 
+Estimate = Callable[..., ChangeEstimate]
+
+
 def compare_rows(
-    *, base: Mapping[MetricKey, float], head: Mapping[MetricKey, float], metrics: Sequence[str]
+    *,
+    base: Mapping[MetricKey, Sequence[float]],
+    head: Mapping[MetricKey, Sequence[float]],
+    metrics: Sequence[str],
+    estimate: Estimate | None = None,
 ) -> list[CompareRow]:
-    """One row per (concurrency, metric in ``metrics``) that both sides have, by concurrency then metric."""
-    rows = [
-        CompareRow(
-            concurrency=concurrency,
-            metric=metric,
-            base=base[(concurrency, metric)],
-            head=head[(concurrency, metric)],
-            change_pct=change_pct(base=base[(concurrency, metric)], head=head[(concurrency, metric)]),
+    """One row per (concurrency, metric in ``metrics``) that both sides have, by concurrency then metric:
+    the median of each side's runs, the change, and ``estimate(concurrency=, metric=, before=, after=)``
+    (its interval and significance against the series' noise) when given."""
+    rows = []
+    for concurrency, metric in base.keys() & head.keys():
+        if metric not in metrics:
+            continue
+        before_runs, after_runs = base[(concurrency, metric)], head[(concurrency, metric)]
+        before, after = commit_value(before_runs), commit_value(after_runs)
+        rows.append(
+            CompareRow(
+                concurrency=concurrency,
+                metric=metric,
+                base=before.value,
+                head=after.value,
+                change_pct=change_pct(base=before.value, head=after.value),
+                estimate=estimate(
+                    concurrency=concurrency, metric=metric, before=before_runs, after=after_runs
+                )
+                if estimate
+                else change_estimate(before=before_runs, after=after_runs),
+                base_spread_pct=before.spread_pct,
+                head_spread_pct=after.spread_pct,
+            )
         )
-        for concurrency, metric in base.keys() & head.keys()
-        if metric in metrics
-    ]
     return sorted(rows, key=lambda row: (row.concurrency, metrics.index(row.metric)))
 
 

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dashboard.benchmarks.compare import CompareRow, MetricColumn, compare_rows
 from dashboard.benchmarks.metrics import metric_display
-from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Measurement, RunStatus, Suite
-from dashboard.benchmarks.selectors import commit_get, commit_value_of
+from dashboard.benchmarks.models import (
+    HEADLINE_METRICS,
+    Commit,
+    Measurement,
+    RunStatus,
+    Suite,
+    metric_min_relative_change,
+)
+from dashboard.benchmarks.selectors import commit_get, series_noise
+from dashboard.benchmarks.statistics import ChangeEstimate, NoiseEstimate, change_estimate
 
 # The columns of DESIGN.md's table first (throughput, mean latency, mean TTFT), then ITL and TPOT.
 _DESIGN_COLUMNS = ("output_throughput_tok_s", "latency_s_mean", "ttft_ms_mean")
@@ -49,8 +58,10 @@ def commit_resolve(*, ref: str) -> Commit:
     return commit
 
 
-def commit_suite_values(*, commit: Commit, suite: Suite, hardware_class: str) -> dict[tuple[int, str], float]:
-    """Headline values of ``suite`` on ``hardware_class`` at ``commit``: the median of its runs."""
+def commit_suite_runs(
+    *, commit: Commit, suite: Suite, hardware_class: str
+) -> dict[tuple[int, str], list[float]]:
+    """Every run's headline values of ``suite`` on ``hardware_class`` at ``commit``."""
     samples: dict[tuple[int, str], list[float]] = defaultdict(list)
     for concurrency, metric, value in Measurement.objects.filter(
         commit=commit,
@@ -60,7 +71,30 @@ def commit_suite_values(*, commit: Commit, suite: Suite, hardware_class: str) ->
         series__metric__in=HEADLINE_METRICS,
     ).values_list("series__concurrency", "series__metric", "value"):
         samples[(concurrency, metric)].append(value)
-    return {key: commit_value_of(found) for key, found in samples.items()}
+    return samples
+
+
+@dataclass(frozen=True)
+class ScopeStatistics:
+    """What judging a change on one suite and hardware class needs: each series' run-to-run noise, keyed
+    (concurrency, metric); each metric's minimum relative change comes with the metric."""
+
+    noise: dict[tuple[int, str], NoiseEstimate]
+
+    def change(
+        self, *, concurrency: int, metric: str, before: Sequence[float], after: Sequence[float]
+    ) -> ChangeEstimate:
+        return change_estimate(
+            before=before,
+            after=after,
+            noise=self.noise.get((concurrency, metric)),
+            min_relative_change=metric_min_relative_change(metric),
+        )
+
+
+def scope_statistics(*, suite: Suite, hardware_class: str) -> ScopeStatistics:
+    """Two queries."""
+    return ScopeStatistics(noise=series_noise(suite_id=suite.pk, hardware_class=hardware_class))
 
 
 def comparison_get(
@@ -74,12 +108,15 @@ def comparison_get(
     base, head = commit_resolve(ref=base_ref), commit_resolve(ref=head_ref)
     sides = {}
     for side, commit in (("base", base), ("head", head)):
-        sides[side] = commit_suite_values(commit=commit, suite=suite, hardware_class=hardware_class)
+        sides[side] = commit_suite_runs(commit=commit, suite=suite, hardware_class=hardware_class)
         if not sides[side]:
             raise ComparisonInvalid(
                 f"{commit.short_sha} ({side}) has no succeeded run of {suite.name} on {hardware_class}"
             )
-    rows = compare_rows(base=sides["base"], head=sides["head"], metrics=COMPARE_METRICS)
+    statistics = scope_statistics(suite=suite, hardware_class=hardware_class)
+    rows = compare_rows(
+        base=sides["base"], head=sides["head"], metrics=COMPARE_METRICS, estimate=statistics.change
+    )
     return Comparison(suite=suite, hardware_class=hardware_class, base=base, head=head, rows=tuple(rows))
 
 

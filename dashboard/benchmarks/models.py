@@ -34,6 +34,29 @@ def metric_higher_is_better(metric: str) -> bool:
     return metric.startswith(HIGHER_IS_BETTER_PREFIXES)
 
 
+# Built-in minimum relative changes by metric prefix; None leaves the metric out of detection. A
+# detection setting overrides them there. guidellm's request counts follow from latency and the run's
+# length, and an errored request is the run's business, not a performance change.
+MIN_RELATIVE_CHANGES: tuple[tuple[str, float | None], ...] = (
+    ("output_throughput", 0.02),
+    ("request_throughput", 0.02),
+    ("ttft_", 0.03),
+    ("itl_", 0.03),
+    ("tpot_", 0.03),
+    ("latency_", 0.03),
+    ("requests_", None),
+)
+FALLBACK_MIN_RELATIVE_CHANGE = 0.03
+
+
+def metric_min_relative_change(metric: str) -> float:
+    """The smallest relative change of `metric` that matters (a fraction), by the built-in defaults."""
+    for prefix, change in MIN_RELATIVE_CHANGES:
+        if metric.startswith(prefix):
+            return change or 0.0
+    return FALLBACK_MIN_RELATIVE_CHANGE
+
+
 class Repository(models.Model):
     full_name = models.CharField(max_length=200, unique=True, help_text="owner/name on GitHub")
     default_branch = models.CharField(max_length=100, default="main")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -24,12 +23,13 @@ from dashboard.benchmarks.models import (
     main_order,
     main_order_key,
 )
+from dashboard.benchmarks.statistics import NoiseEstimate, commit_value, noise_estimate
 
 
 def commit_value_of(values: Iterable[float]) -> float:
-    """A commit's value on a series: the median of its runs (the rule of every page, compare and the
-    detector, whose dashboard.regressions.statistics.commit_value adds the spread)."""
-    return float(statistics.median(values))
+    """A commit's value on a series: the median of its runs (:func:`statistics.commit_value`, which also
+    gives their spread: the rule of every page, compare and the detector)."""
+    return commit_value(list(values)).value
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,35 @@ class TimelinePoint:
     pr_number: int | None
     committed_at: datetime | None
     position: int | None
-    value: float
+    value: float  # the median of the commit's runs
     runs: int
+    low: float | None = None  # the lowest and highest run, when there are several
+    high: float | None = None
+
+
+def timeline_point(
+    *,
+    sha: str,
+    subject: str,
+    pr_number: int | None,
+    committed_at: datetime | None,
+    position: int | None,
+    samples: Sequence[float],
+) -> TimelinePoint:
+    """A commit's point on a timeline: the median of its runs, with their spread (one rule everywhere)."""
+    value = commit_value(samples)
+    repeated = value.runs > 1
+    return TimelinePoint(
+        commit_sha=sha,
+        subject=subject,
+        pr_number=pr_number,
+        committed_at=committed_at,
+        position=position,
+        value=value.value,
+        runs=value.runs,
+        low=value.low if repeated else None,
+        high=value.high if repeated else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -219,7 +246,7 @@ def suites_sparklines(
     *, metric: str = "output_throughput_tok_s", last: int = 300
 ) -> dict[tuple[int, str], TimelineSeries]:
     """Per (suite id, hardware class): `metric` at its highest concurrency over the last `last` benchmarked
-    commits, oldest first, the median of repeated runs. Two queries whatever the number of suites."""
+    commits, oldest first, each the median of its runs. Two queries whatever the number of suites."""
     highest: dict[tuple[int, str], tuple[int, int]] = {}
     for series_id, suite_id, hardware_class, concurrency in Series.objects.filter(metric=metric).values_list(
         "id", "suite_id", "hardware_class", "concurrency"
@@ -259,14 +286,13 @@ def suites_sparklines(
         points = []
         for commit_id, values in samples[series_id].items():
             sha, subject, pr_number, committed_at, position = details[commit_id]
-            point = TimelinePoint(
-                commit_sha=sha,
+            point = timeline_point(
+                sha=sha,
                 subject=subject,
                 pr_number=pr_number,
                 committed_at=committed_at,
                 position=position,
-                value=commit_value_of(values),
-                runs=len(values),
+                samples=values,
             )
             points.append(
                 (
@@ -341,3 +367,34 @@ def suite_get(*, name: str) -> Suite | None:
 
 def suites_list() -> list[Suite]:
     return list(Suite.objects.order_by("-is_active", "name"))
+
+
+def series_noise(
+    *, suite_id: int, hardware_class: str, size: int | None = None
+) -> dict[tuple[int, str], NoiseEstimate]:
+    """Run-to-run noise of every series of a suite on a hardware class, keyed (concurrency, metric), from
+    its latest `size` benchmarked commits (the detection window): from repeated runs of a commit where
+    there are any, else from the commits' values (:func:`statistics.noise_estimate`). Two queries."""
+    size = size or settings.PERFWATCH_DETECTION_WINDOW
+    latest = (
+        Run.objects.succeeded()
+        .filter(suite_id=suite_id, hardware_class=hardware_class, commit__position__isnull=False)
+        .values_list("commit_id", "commit__position")
+        .distinct()
+        .order_by("-commit__position")[:size]
+    )
+    position: dict[int, int] = {commit_id: order or 0 for commit_id, order in latest}
+    runs: dict[tuple[int, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for concurrency, metric, commit_id, value in Measurement.objects.filter(
+        series__suite_id=suite_id,
+        series__hardware_class=hardware_class,
+        run__status=RunStatus.SUCCEEDED,
+        commit_id__in=list(position),
+    ).values_list("series__concurrency", "series__metric", "commit_id", "value"):
+        runs[(concurrency, metric)][commit_id].append(value)
+    return {
+        key: noise_estimate(
+            runs_by_commit=[by_commit[cid] for cid in sorted(by_commit, key=position.__getitem__)]
+        )
+        for key, by_commit in runs.items()
+    }

@@ -8,15 +8,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dashboard.benchmarks.compare import change_pct
+from dashboard.benchmarks.comparison import ScopeStatistics, commit_suite_runs, scope_statistics
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     Commit,
     Measurement,
     Run,
     RunStatus,
+    Suite,
     metric_higher_is_better,
 )
-from dashboard.benchmarks.selectors import commit_value_of
+from dashboard.benchmarks.statistics import ChangeEstimate
 from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.github.models import PullRequest
 
@@ -45,6 +47,13 @@ class MetricChange:
     change_pct: float | None
     # change_pct with its sign turned so that positive is an improvement, whatever the metric's direction.
     improvement_pct: float | None
+    # The change with its 95 % interval, p-value and run counts (before/after above are its medians).
+    estimate: ChangeEstimate | None = None
+
+    @property
+    def significant(self) -> bool:
+        """Beyond the series' noise by the test and at least the metric's minimum change."""
+        return self.estimate is not None and self.estimate.significant
 
 
 @dataclass(frozen=True)
@@ -79,11 +88,18 @@ class PullImpact:
         return level.change(metric) if level else None
 
 
-def metric_change(*, metric: str, before: float, after: float) -> MetricChange:
-    change = change_pct(base=before, head=after)
+def metric_change(*, metric: str, estimate: ChangeEstimate) -> MetricChange:
+    """The change of `metric` as pages print it: the medians of the runs on each side, the change between
+    them, and its uncertainty against the series' run-to-run noise."""
+    change = change_pct(base=estimate.before, head=estimate.after)
     improvement = None if change is None else (change if metric_higher_is_better(metric) else -change)
     return MetricChange(
-        metric=metric, before=before, after=after, change_pct=change, improvement_pct=improvement
+        metric=metric,
+        before=estimate.before,
+        after=estimate.after,
+        change_pct=change,
+        improvement_pct=improvement,
+        estimate=estimate,
     )
 
 
@@ -152,6 +168,8 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
     other_positions = [position for position, _, _ in others]
 
     impacts: dict[int, list[PullImpact]] = defaultdict(list)
+    suites = Suite.objects.in_bulk([suite for suite, _ in benchmarked], field_name="name")
+    statistics: dict[tuple[str, str], ScopeStatistics] = {}
     for pull in placed:
         for (suite, hardware_class), _ in sorted(benchmarked.items()):
             pair = ranges.get((pull_key(pull), suite, hardware_class))
@@ -164,9 +182,14 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
                 )
             ]
             other = [entry for entry in in_range if entry[2] != pull.merge_commit_id]
+            if (suite, hardware_class) not in statistics:
+                statistics[(suite, hardware_class)] = scope_statistics(
+                    suite=suites[suite], hardware_class=hardware_class
+                )
             levels = _level_impacts(
                 before=values.get((before[1], suite, hardware_class), {}),
                 after=values.get((after[1], suite, hardware_class), {}),
+                statistics=statistics[(suite, hardware_class)],
             )
             if not levels:
                 continue
@@ -191,7 +214,10 @@ def pull_key(pull: PullRequest) -> int:
 
 
 def _level_impacts(
-    *, before: dict[tuple[int, str], list[float]], after: dict[tuple[int, str], list[float]]
+    *,
+    before: dict[tuple[int, str], list[float]],
+    after: dict[tuple[int, str], list[float]],
+    statistics: ScopeStatistics,
 ) -> tuple[LevelImpact, ...]:
     levels = sorted({concurrency for concurrency, _ in before.keys() & after.keys()})
     return tuple(
@@ -200,8 +226,12 @@ def _level_impacts(
             changes=tuple(
                 metric_change(
                     metric=metric,
-                    before=commit_value_of(before[(concurrency, metric)]),
-                    after=commit_value_of(after[(concurrency, metric)]),
+                    estimate=statistics.change(
+                        concurrency=concurrency,
+                        metric=metric,
+                        before=before[(concurrency, metric)],
+                        after=after[(concurrency, metric)],
+                    ),
                 )
                 if (concurrency, metric) in before and (concurrency, metric) in after
                 else None
@@ -210,3 +240,59 @@ def _level_impacts(
         )
         for concurrency in levels
     )
+
+
+@dataclass(frozen=True)
+class CommitChanges:
+    """A commit's headline changes on one suite and hardware class against the benchmarked commit before
+    it there, each with its uncertainty; keyed (concurrency, metric)."""
+
+    suite: str
+    hardware_class: str
+    previous: Commit
+    changes: dict[tuple[int, str], MetricChange]
+
+
+def commit_changes(*, commit: Commit) -> list[CommitChanges]:
+    """What the commit changed on every suite and hardware class it was benchmarked on."""
+    if commit.position is None:
+        return []
+    found = []
+    scopes = sorted(
+        set(Run.objects.succeeded().filter(commit=commit).values_list("suite_id", "hardware_class"))
+    )
+    for suite_id, hardware_class in scopes:
+        previous = (
+            Commit.objects.filter(
+                repository_id=commit.repository_id,
+                position__lt=commit.position,
+                runs__suite_id=suite_id,
+                runs__hardware_class=hardware_class,
+                runs__status=RunStatus.SUCCEEDED,
+            )
+            .order_by("-position")
+            .first()
+        )
+        if previous is None:
+            continue
+        suite = Suite.objects.get(pk=suite_id)
+        before = commit_suite_runs(commit=previous, suite=suite, hardware_class=hardware_class)
+        after = commit_suite_runs(commit=commit, suite=suite, hardware_class=hardware_class)
+        statistics = scope_statistics(suite=suite, hardware_class=hardware_class)
+        found.append(
+            CommitChanges(
+                suite=suite.name,
+                hardware_class=hardware_class,
+                previous=previous,
+                changes={
+                    key: metric_change(
+                        metric=key[1],
+                        estimate=statistics.change(
+                            concurrency=key[0], metric=key[1], before=before[key], after=after[key]
+                        ),
+                    )
+                    for key in before.keys() & after.keys()
+                },
+            )
+        )
+    return found

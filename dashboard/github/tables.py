@@ -12,10 +12,8 @@ from dashboard.benchmarks.compare import CompareRow, MetricColumn, change_pct_fo
 from dashboard.benchmarks.comparison import metric_columns
 from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
+from dashboard.benchmarks.statistics import ChangeEstimate
 from dashboard.github.impact import CommitRef, MetricChange, PullImpact
-
-# A change smaller than this is within run-to-run noise: printed, but not coloured.
-NOISE_PCT = 1.0
 
 
 @dataclass(frozen=True)
@@ -23,6 +21,8 @@ class ChangeCell:
     text: str
     css: str
     title: str
+    interval: str = ""  # "−1.2 … +3.4 %", the 95 % interval
+    runs: str = ""  # "1 → 3 runs"
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,45 @@ class ImpactRow:
     scope_rows: int  # rows of this scope when this is its first row, else 0
 
 
-def change_css(improvement_pct: float | None) -> str:
-    if improvement_pct is None or abs(improvement_pct) < NOISE_PCT:
+def change_css(*, improvement_pct: float | None, significant: bool) -> str:
+    """Colour only a change the runs show beyond the series' noise and the metric's minimum change."""
+    if improvement_pct is None or not significant:
         return "muted"
     return "good" if improvement_pct > 0 else "bad"
+
+
+def interval_format(estimate: ChangeEstimate | None) -> str:
+    if estimate is None or estimate.low_pct is None or estimate.high_pct is None:
+        return "no noise estimate yet"
+    return f"{_signed(estimate.low_pct)} … {_signed(estimate.high_pct)} %"
+
+
+def runs_format(estimate: ChangeEstimate | None) -> str:
+    if estimate is None:
+        return ""
+    return f"{estimate.n_before} → {estimate.n_after} run{'s' if estimate.n_after != 1 else ''}"
+
+
+def p_value_format(estimate: ChangeEstimate | None) -> str:
+    if estimate is None or estimate.p_value is None:
+        return "p n/a"
+    return f"p {estimate.p_value:.2g}" if estimate.p_value >= 1e-4 else "p < 0.0001"
+
+
+def _counts(estimate: ChangeEstimate | None) -> str:
+    return f"n {estimate.n_before} → {estimate.n_after}" if estimate else ""
+
+
+def _signed(value: float) -> str:
+    return f"{'+' if value > 0 else '−' if value < 0 else '±'}{abs(value):.1f}"
+
+
+def _verdict(estimate: ChangeEstimate | None) -> str:
+    if estimate is None:
+        return ""
+    if estimate.significant:
+        return "significant"
+    return "within noise or below the metric's minimum change: not coloured"
 
 
 def change_cell(change: MetricChange | None) -> ChangeCell:
@@ -52,10 +87,15 @@ def change_cell(change: MetricChange | None) -> ChangeCell:
         return ChangeCell(text="–", css="muted", title="")
     display = metric_display(metric=change.metric)
     unit = f" {display.unit}" if display.unit else ""
+    estimate = change.estimate
     return ChangeCell(
         text=change_pct_format(change.change_pct),
-        css=change_css(change.improvement_pct),
-        title=f"{display.format(change.before)} → {display.format(change.after)}{unit}",
+        css=change_css(improvement_pct=change.improvement_pct, significant=change.significant),
+        title=f"{display.format(change.before)} → {display.format(change.after)}{unit} (medians); "
+        f"95 % interval {interval_format(estimate)}, {p_value_format(estimate)}, {runs_format(estimate)}; "
+        f"{_verdict(estimate)}",
+        interval=interval_format(estimate),
+        runs=runs_format(estimate),
     )
 
 
@@ -85,6 +125,9 @@ class CompareCell:
     base: str
     head: str
     change: ChangeCell
+    runs: str  # "n 1 → 3"
+    spread: str  # "spread ±0.4 → ±1.1 %": half the range of each side's runs, when there are repeats
+    p_value: str
 
 
 @dataclass(frozen=True)
@@ -108,13 +151,23 @@ def compare_table(*, rows: Sequence[CompareRow]) -> tuple[list[MetricColumn], li
             improvement = row.change_pct
             if improvement is not None and not metric_display(metric=row.metric).higher_is_better:
                 improvement = -improvement
+            significant = row.estimate is not None and row.estimate.significant
             cells.append(
                 CompareCell(
                     base=f"{row.base:.{column.decimals}f}",
                     head=f"{row.head:.{column.decimals}f}",
                     change=ChangeCell(
-                        text=change_pct_format(row.change_pct), css=change_css(improvement), title=""
+                        text=change_pct_format(row.change_pct),
+                        css=change_css(improvement_pct=improvement, significant=significant),
+                        title=_verdict(row.estimate),
+                        interval=interval_format(row.estimate),
+                        runs=runs_format(row.estimate),
                     ),
+                    runs=_counts(row.estimate),
+                    spread=f"spread ±{row.base_spread_pct:.1f} → ±{row.head_spread_pct:.1f} %"
+                    if row.base_spread_pct or row.head_spread_pct
+                    else "",
+                    p_value=p_value_format(row.estimate),
                 )
             )
         levels.append(CompareLevel(concurrency=concurrency, cells=tuple(cells)))

@@ -27,6 +27,7 @@ from dashboard.benchmarks.models import (
     Suite,
     main_order_sql,
 )
+from dashboard.benchmarks.statistics import CommitValue, commit_value
 from dashboard.github.models import CommitRevert, PullRequest
 from dashboard.regressions.models import (
     DECIDED_STATUSES,
@@ -38,8 +39,6 @@ from dashboard.regressions.models import (
     TriageEvent,
     TriageStatus,
 )
-from dashboard.regressions.statistics import CommitValue, NoiseEstimate, commit_value, noise_estimate
-from dashboard.regressions.thresholds import threshold_resolve, thresholds_for_suite
 
 Sort = Literal["date", "size"]
 PENDING_RUN_STATUSES: tuple[str, ...] = (RunStatus.QUEUED, *ACTIVE_RUN_STATUSES)
@@ -550,37 +549,3 @@ def alert_get(*, alert_id: int) -> Alert | None:
         .filter(pk=alert_id)
         .first()
     )
-
-
-def series_noise(
-    *, suite_id: int, hardware_class: str, size: int | None = None
-) -> dict[tuple[int, str], NoiseEstimate]:
-    """Run-to-run noise of every series of a suite on a hardware class, keyed (concurrency, metric), from
-    its latest `size` benchmarked commits (the detection window): from repeated runs of a commit where
-    there are any, else from the commits' values (:func:`statistics.noise_estimate`). Two queries."""
-    window = commit_window(suite_id=suite_id, hardware_class=hardware_class, size=size)
-    order = {commit.commit_id: index for index, commit in enumerate(window.commits)}
-    runs: dict[tuple[int, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for concurrency, metric, commit_id, value in Measurement.objects.filter(
-        series__suite_id=suite_id,
-        series__hardware_class=hardware_class,
-        run__status=RunStatus.SUCCEEDED,
-        commit_id__in=list(order),
-    ).values_list("series__concurrency", "series__metric", "commit_id", "value"):
-        runs[(concurrency, metric)][commit_id].append(value)
-    return {
-        key: noise_estimate(
-            runs_by_commit=[by_commit[cid] for cid in sorted(by_commit, key=order.__getitem__)]
-        )
-        for key, by_commit in runs.items()
-    }
-
-
-def metric_min_changes(*, suite_id: int, metrics: Sequence[str]) -> dict[str, float]:
-    """The minimum relative change (a fraction) that makes a change of each metric matter in a suite: the
-    detection setting that applies to it (0 for metrics detection leaves out). One query."""
-    rows = thresholds_for_suite(suite_id)
-    thresholds = {
-        metric: threshold_resolve(metric=metric, suite_id=suite_id, rows=rows) for metric in metrics
-    }
-    return {metric: threshold.min_relative_change for metric, threshold in thresholds.items()}

@@ -7,24 +7,12 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
-from dashboard.benchmarks.models import Suite
+from dashboard.benchmarks.models import FALLBACK_MIN_RELATIVE_CHANGE, MIN_RELATIVE_CHANGES, Suite
 from dashboard.regressions.models import DetectionSetting
 
-# Built-in minimum relative changes by metric prefix; None leaves the metric out of detection. A
-# DetectionSetting row overrides them. guidellm's request counts follow from latency and the run's
-# length, and an errored request is the run's business, not a performance change.
-DEFAULT_THRESHOLDS: tuple[tuple[str, float | None], ...] = (
-    ("output_throughput", 0.02),
-    ("request_throughput", 0.02),
-    ("ttft_", 0.03),
-    ("itl_", 0.03),
-    ("tpot_", 0.03),
-    ("latency_", 0.03),
-    ("requests_", None),
-)
-
-
-FALLBACK_MIN_RELATIVE_CHANGE = 0.03
+# The built-in minimum relative changes (benchmarks.models: pages judge changes by them too); a
+# DetectionSetting row overrides them for detection.
+DEFAULT_THRESHOLDS = MIN_RELATIVE_CHANGES
 
 
 DEFAULT_P_THRESHOLD = 1e-4

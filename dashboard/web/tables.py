@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
-from dashboard.benchmarks.selectors import MeasurementRow, SuiteOverview, TimelineSeries, commit_value_of
+from dashboard.benchmarks.selectors import MeasurementRow, SuiteOverview, TimelineSeries
+from dashboard.benchmarks.statistics import commit_value
+from dashboard.github.impact import CommitChanges, MetricChange
+from dashboard.github.tables import ChangeCell, change_cell
 from dashboard.web.figures import SparklineShape, sparkline_shape
 
 HEADLINE_DISPLAYS: tuple[MetricDisplay, ...] = tuple(metric_display(metric=m) for m in HEADLINE_METRICS)
@@ -18,6 +21,7 @@ HEADLINE_DISPLAYS: tuple[MetricDisplay, ...] = tuple(metric_display(metric=m) fo
 class Cell:
     text: str
     title: str = ""
+    change: ChangeCell | None = None  # against the benchmarked commit before, with its uncertainty
 
 
 @dataclass(frozen=True)
@@ -35,24 +39,37 @@ class MeasurementBlock:
     headline_rows: tuple[LevelRow, ...]
     concurrencies: tuple[int, ...]
     all_metric_rows: tuple[tuple[MetricDisplay, tuple[Cell, ...]], ...]
+    previous_sha: str = ""  # the commit the changes are measured against
 
 
 def _cell(display: MetricDisplay, samples: Sequence[float] | None) -> Cell:
     if not samples:
         return Cell("–")
-    value = commit_value_of(samples)
-    if len(samples) == 1:
-        return Cell(display.format(value))
-    spread = ", ".join(display.format(sample) for sample in samples)
-    return Cell(f"{display.format(value)}*", title=f"median of {len(samples)} runs: {spread}")
+    value = commit_value(samples)
+    if value.runs == 1:
+        return Cell(display.format(value.value))
+    runs = ", ".join(display.format(sample) for sample in samples)
+    return Cell(
+        f"{display.format(value.value)}*",
+        title=f"median of {value.runs} runs ({display.format(value.low)} to {display.format(value.high)}): "
+        f"{runs}",
+    )
+
+
+def _with_change(cell: Cell, change: MetricChange | None) -> Cell:
+    return replace(cell, change=change_cell(change)) if change is not None else cell
 
 
 def _metric_order(metric: str) -> tuple[int, str]:
     return (HEADLINE_METRICS.index(metric) if metric in HEADLINE_METRICS else len(HEADLINE_METRICS), metric)
 
 
-def commit_measurement_blocks(*, rows: Sequence[MeasurementRow]) -> list[MeasurementBlock]:
-    """Group a commit's measurements by suite and hardware; repeated runs give their median, marked."""
+def commit_measurement_blocks(
+    *, rows: Sequence[MeasurementRow], changes: Sequence[CommitChanges] = ()
+) -> list[MeasurementBlock]:
+    """Group a commit's measurements by suite and hardware; a repeated run's value is the median, marked;
+    each headline value carries its change against the benchmarked commit before, when there is one."""
+    changes_of = {(found.suite, found.hardware_class): found for found in changes}
     grouped: dict[tuple[str, str], dict[tuple[int, str], list[float]]] = defaultdict(
         lambda: defaultdict(list)
     )
@@ -62,16 +79,21 @@ def commit_measurement_blocks(*, rows: Sequence[MeasurementRow]) -> list[Measure
     for (suite, hardware), values in grouped.items():
         concurrencies = tuple(sorted({concurrency for concurrency, _ in values}))
         metrics = sorted({metric for _, metric in values}, key=_metric_order)
+        found = changes_of.get((suite, hardware))
         blocks.append(
             MeasurementBlock(
                 suite=suite,
                 hardware=hardware,
+                previous_sha=found.previous.sha if found else "",
                 concurrencies=concurrencies,
                 headline_rows=tuple(
                     LevelRow(
                         concurrency=concurrency,
                         cells=tuple(
-                            _cell(display, values.get((concurrency, display.key)))
+                            _with_change(
+                                _cell(display, values.get((concurrency, display.key))),
+                                found.changes.get((concurrency, display.key)) if found else None,
+                            )
                             for display in HEADLINE_DISPLAYS
                         ),
                     )

@@ -18,6 +18,7 @@ from dashboard.benchmarks.capacity_selectors import commit_accuracy_scores, comm
 from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import WHOLE_RUN, Suite
 from dashboard.benchmarks.selectors import HardwareFacet
+from dashboard.github.impact import commit_changes
 from dashboard.github.selectors import tracking_issues_active
 from dashboard.github.timeline import tracking_toggles
 from dashboard.regressions.selectors import alert_groups_naming, alert_groups_open
@@ -159,7 +160,9 @@ def commit_detail(request: HttpRequest, sha: str) -> HttpResponse:
         "web/commit.html",
         {
             "commit": commit,
-            "blocks": commit_measurement_blocks(rows=selectors.commit_measurements(commit=commit)),
+            "blocks": commit_measurement_blocks(
+                rows=selectors.commit_measurements(commit=commit), changes=commit_changes(commit=commit)
+            ),
             "headline": HEADLINE_DISPLAYS,
             "runs": selectors.commit_runs(commit=commit),
             "load_curves": [

@@ -7,8 +7,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from dashboard.benchmarks.compare import CompareRow, MetricColumn, change_pct, compare_markdown, compare_rows
+from dashboard.benchmarks.compare import MetricColumn, change_pct, compare_markdown, compare_rows
+from dashboard.benchmarks.comparison import ScopeStatistics
 from dashboard.benchmarks.models import Commit, Suite
+from dashboard.benchmarks.statistics import NoiseEstimate
 from dashboard.github.models import Tag
 from tests.factories import CommitFactory, SuiteFactory, run_with_values
 
@@ -43,8 +45,17 @@ def _side(index: int) -> dict[tuple[int, str], float]:
     }
 
 
+def _runs(index: int) -> dict[tuple[int, str], list[float]]:
+    """One run per side, as DESIGN.md measured."""
+    return {
+        (concurrency, metric): [sides[index][position]]
+        for concurrency, sides in REFERENCE.items()
+        for position, metric in enumerate(METRICS)
+    }
+
+
 def test_design_table_changes_to_one_decimal():
-    rows = compare_rows(base=_side(0), head=_side(1), metrics=METRICS)
+    rows = compare_rows(base=_runs(0), head=_runs(1), metrics=METRICS)
 
     assert {(row.concurrency, row.metric): row.change_pct for row in rows} == EXPECTED_CHANGES
     assert [(row.concurrency, row.metric) for row in rows][:3] == [(1, metric) for metric in METRICS]
@@ -52,19 +63,57 @@ def test_design_table_changes_to_one_decimal():
 
 def test_only_metrics_both_sides_have_are_compared():
     base = {
-        (1, "output_throughput_tok_s"): 10.0,
-        (1, "itl_ms_mean"): 5.0,
-        (4, "output_throughput_tok_s"): 9.0,
+        (1, "output_throughput_tok_s"): [10.0],
+        (1, "itl_ms_mean"): [5.0],
+        (4, "output_throughput_tok_s"): [9.0],
     }
-    head = {(1, "output_throughput_tok_s"): 12.0, (1, "tpot_ms_mean"): 4.0}
+    head = {(1, "output_throughput_tok_s"): [12.0], (1, "tpot_ms_mean"): [4.0]}
 
     rows = compare_rows(
         base=base, head=head, metrics=("output_throughput_tok_s", "itl_ms_mean", "tpot_ms_mean")
     )
 
-    assert rows == [
-        CompareRow(concurrency=1, metric="output_throughput_tok_s", base=10.0, head=12.0, change_pct=20.0)
+    assert [(row.concurrency, row.metric, row.base, row.head, row.change_pct) for row in rows] == [
+        (1, "output_throughput_tok_s", 10.0, 12.0, 20.0)
     ]
+
+
+def test_each_side_is_the_median_of_its_runs_with_its_spread_runs_and_p_value() -> None:
+    key = (16, "output_throughput_tok_s")
+    noise = {key: NoiseEstimate(sigma=0.01, degrees_of_freedom=100.0, source="differences", relative=True)}
+
+    (row,) = compare_rows(
+        base={key: [700.0, 705.0, 560.0]},  # one slow run
+        head={key: [725.0, 731.0, 728.0]},
+        metrics=("output_throughput_tok_s",),
+        estimate=ScopeStatistics(noise=noise).change,
+    )
+
+    assert (row.base, row.head) == (700.0, 728.0)
+    assert row.change_pct == 4.0
+    assert row.base_spread_pct == pytest.approx(10.4, abs=0.05)
+    assert row.estimate is not None
+    assert (row.estimate.n_before, row.estimate.n_after) == (3, 3)
+    # The slow run moves neither the change nor the verdict: the medians carry both.
+    assert row.estimate.change_pct == pytest.approx(4.0)
+    assert row.estimate.low_pct is not None and row.estimate.high_pct is not None
+    assert row.estimate.low_pct < 4.0 < row.estimate.high_pct
+    assert row.estimate.significant
+
+
+def test_a_change_beyond_the_noise_and_the_minimum_is_significant() -> None:
+    key = (16, "output_throughput_tok_s")
+    noise = {key: NoiseEstimate(sigma=0.01, degrees_of_freedom=100.0, source="differences", relative=True)}
+
+    (row,) = compare_rows(
+        base={key: [700.0]},
+        head={key: [742.0]},
+        metrics=("output_throughput_tok_s",),
+        estimate=ScopeStatistics(noise=noise).change,
+    )
+
+    assert row.estimate is not None and row.estimate.significant
+    assert row.estimate.p_value is not None and row.estimate.p_value < 0.001
 
 
 def test_a_zero_base_has_no_relative_change():
@@ -79,7 +128,7 @@ def test_markdown_is_laid_out_like_the_design_table():
     ]
 
     markdown = compare_markdown(
-        rows=compare_rows(base=_side(0), head=_side(1), metrics=METRICS), columns=columns
+        rows=compare_rows(base=_runs(0), head=_runs(1), metrics=METRICS), columns=columns
     )
 
     assert markdown.splitlines() == [

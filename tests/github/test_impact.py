@@ -199,8 +199,10 @@ def test_the_tracking_page_takes_a_fixed_number_of_queries(
     for index in range(6):
         track(issue, cast(Commit, CommitFactory(pr_number=52000 + index)), order=10 + index)
 
-    # issue, items, benchmarked commits, measurements, commits in ranges, reverts, commit sync state
-    with django_assert_num_queries(7):
+    # issue, items, benchmarked commits, measurements, commits in ranges, reverts, commit sync state, and
+    # per suite and hardware class: the suite, its latest commits and their measurements (the series'
+    # noise), its detection settings (the metrics' minimum changes)
+    with django_assert_num_queries(11):
         assert client.get(TRACKING_PAGE).status_code == 200
 
 
@@ -247,3 +249,39 @@ def test_the_pr_figure_is_zoomed_on_its_merge_and_highlights_it(changelog, clien
     )
     others = [t for t in data["data"] if t.get("name") == "vllm-project/vllm#50587"]
     assert others and "#51005" not in others[0]["text"]
+
+
+def test_single_run_noise_is_printed_with_its_interval_but_not_coloured_and_a_real_change_is(
+    client: Client,
+):
+    """/prs/ pages used to colour any single-run difference over 1 %: now only what beats the noise."""
+    suite = cast(Suite, SuiteFactory())
+    commits = [
+        cast(
+            Commit,
+            CommitFactory(subject=f"[Perf] Change {index} (#{52100 + index})", pr_number=52100 + index),
+        )
+        for index in range(40)
+    ]
+    wobble = [0.0, 2.4, -1.9, 1.2, -2.6, 0.7, 2.1, -0.4, -2.2, 1.6]  # % around the level: ~2 % noise
+    for index, commit in enumerate(commits):
+        level = 100.0 * (1.15 if index >= 30 else 1.0)  # the PR at c30 is 15 % faster
+        value = level * (1.0 + wobble[index % len(wobble)] / 100.0)
+        if index == 20:
+            value = 100.0 * 1.03  # +3.4 % over c19's single run: noise
+        measure(commit, suite, throughput=value, ttft_ms=1000.0)
+    issue = tracking_issue_add(repo="vllm-project/vllm", number=50587)
+    noise_pull = track(issue, commits[20], order=0)
+    real_pull = track(issue, commits[30], order=1)
+
+    noise_page = client.get(f"/prs/{noise_pull.number}/")
+    real_page = client.get(f"/prs/{real_pull.number}/")
+
+    def throughput_cell(page):
+        row = next(row for row in page.context["rows"] if row.concurrency == 16)
+        return row.cells[0]
+
+    noise_cell, real_cell = throughput_cell(noise_page), throughput_cell(real_page)
+    assert noise_cell.text.startswith("+") and noise_cell.css == "muted"
+    assert "1 → 1 run" in noise_page.content.decode() and noise_cell.interval.startswith("−")
+    assert real_cell.css == "good" and real_cell.interval.startswith("+")

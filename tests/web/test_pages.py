@@ -8,6 +8,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Run, RunStatus, Suite
+from dashboard.web.tables import HEADLINE_DISPLAYS
 from tests.factories import CommitFactory, RunFactory, RunnerFactory, SuiteFactory, run_with_values
 from tests.web.chart_data import column, trace_commits
 
@@ -170,12 +171,46 @@ def test_commit_page_shows_measurements_runs_and_github_links(client, build_hist
     assert f'href="/commits/{commits[0].sha}/"' in html and f'href="/commits/{commits[2].sha}/"' in html
 
 
-def test_commit_page_averages_repeated_runs_and_says_so(client) -> None:
+def test_commit_page_shows_the_median_of_repeated_runs_with_their_range(client) -> None:
     commit = cast(Commit, CommitFactory())
-    run_with_values(commit=commit, values={(1, "output_throughput_tok_s"): 100.0})
-    run_with_values(commit=commit, values={(1, "output_throughput_tok_s"): 110.0})
+    for value in (100.0, 300.0, 110.0):  # one run far off: the median ignores it
+        run_with_values(commit=commit, values={(1, "output_throughput_tok_s"): value})
     html = client.get(f"/commits/{commit.sha[:10]}/").content.decode()
-    assert 'title="median of 2 runs: 100.0, 110.0">105.0*</td>' in html
+    assert 'title="median of 3 runs (100.0 to 300.0): 100.0, 300.0, 110.0">110.0*' in html
+
+
+def test_commit_page_shows_each_change_with_its_interval_and_runs_coloured_only_when_significant(
+    client,
+) -> None:
+    suite = cast(Suite, SuiteFactory())
+    commits = [cast(Commit, CommitFactory()) for _ in range(12)]
+    for index, commit in enumerate(commits[:-1]):  # a quiet history: 0.5 % run-to-run noise
+        value = 100.0 * (1.0 + 0.005 * (-1) ** index)
+        run_with_values(
+            commit=commit,
+            suite=suite,
+            values={(1, "output_throughput_tok_s"): value, (1, "ttft_ms_mean"): 2000.0 / value * 100.0},
+        )
+    # The last commit: throughput 10 % down (far beyond the noise), TTFT 0.3 % up (within it).
+    run_with_values(
+        commit=commits[-1],
+        suite=suite,
+        values={(1, "output_throughput_tok_s"): 89.5, (1, "ttft_ms_mean"): 2000.0 * 1.003},
+    )
+
+    page = client.get(f"/commits/{commits[-1].sha}/")
+    html = page.content.decode()
+
+    (block,) = page.context["blocks"]
+    (row,) = block.headline_rows
+    cells = {display.key: cell for display, cell in zip(HEADLINE_DISPLAYS, row.cells, strict=True)}
+    throughput = cells["output_throughput_tok_s"].change
+    ttft = cells["ttft_ms_mean"].change
+    assert throughput is not None and ttft is not None
+    assert (throughput.text, throughput.css, throughput.runs) == ("−10.9 %", "bad", "1 → 1 run")
+    assert throughput.interval.endswith("%") and "…" in throughput.interval
+    assert ttft.css == "muted"
+    assert f"<code>{commits[-2].short_sha}</code>" in html and "95 % interval" in html
 
 
 def test_unknown_commit_is_a_404_page(client) -> None:

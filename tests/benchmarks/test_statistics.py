@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from dashboard.regressions.statistics import (
+from dashboard.benchmarks.statistics import (
     ChangeEstimate,
     NoiseEstimate,
     StatisticsInvalid,

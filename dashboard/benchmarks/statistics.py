@@ -1,0 +1,269 @@
+"""How sure a change is: run-to-run noise, a commit's value, and a change with its interval (no Django).
+
+Performance numbers have multiplicative noise, so the maths works on logarithms of strictly positive
+values: a change is a ratio, its interval is a ratio interval, and a noise of 0.02 means about 2 % of the
+value whatever its level. Series that can be zero or negative are handled in their own units, relative to
+the level before.
+
+The rules every page and the detector share:
+
+- a commit's value is the median of its runs, shown with the lowest and highest run and their number
+  (:func:`commit_value`);
+- a series' noise comes from repeated runs of one commit where there are any (pooled within-commit
+  spread), else from the median absolute deviation of first differences of the commits' values, which a
+  level shift barely moves (:func:`noise_estimate`);
+- a change is the ratio of geometric means of the runs after and before, with a Student-t interval that
+  pools the runs' own spread with the series' noise (:func:`change_estimate`); it is *significant* when
+  the test rejects "no change" at the interval's level AND it moves the metric by at least the metric's
+  minimum relative change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+# MAD of a standard normal is 0.6745 σ; a difference of two iid values has √2 σ.
+MAD_TO_SIGMA = 1.0 / 0.6744897501960817
+# Root mean square of the 90 % smallest |z| of a standard normal is 0.789: dividing by it gives σ.
+TRIMMED_SHARE = 0.1
+TRIMMED_TO_SIGMA = 1.0 / 0.7893
+# A noise estimate from first differences of n values has about n/2 degrees of freedom worth of evidence
+# (MAD is less efficient than a standard deviation); cap it so one long series never acts as certainty.
+MAX_NOISE_DEGREES = 200.0
+
+Values = Sequence[float] | npt.NDArray[np.floating]
+
+
+class StatisticsInvalid(ValueError):
+    """Values that cannot be summarised (not finite, empty where one is needed, a bad level)."""
+
+
+@dataclass(frozen=True)
+class CommitValue:
+    """One commit's value on one series: the median of its runs, with their spread."""
+
+    value: float
+    low: float
+    high: float
+    runs: int
+
+    @property
+    def spread_pct(self) -> float:
+        """Half the lowest-to-highest range, in % of the value (0 for a single run)."""
+        if self.value == 0.0:
+            return 0.0
+        return (self.high - self.low) / 2.0 / abs(self.value) * 100.0
+
+
+@dataclass(frozen=True)
+class NoiseEstimate:
+    """Run-to-run noise of a series: a relative standard deviation (log space) or one in the series' units."""
+
+    sigma: float
+    degrees_of_freedom: float
+    source: Literal["repeats", "differences", "given", "none"]
+    relative: bool  # True: sigma is a fraction of the value (0.02 is 2 %)
+
+    @property
+    def pct(self) -> float | None:
+        return self.sigma * 100.0 if self.relative else None
+
+
+NO_NOISE = NoiseEstimate(sigma=0.0, degrees_of_freedom=0.0, source="none", relative=True)
+
+
+@dataclass(frozen=True)
+class ChangeEstimate:
+    """A change from `before` runs to `after` runs, with its interval at `confidence`.
+
+    `low_pct`, `high_pct` and `p_value` are None when nothing measures the noise (one run on each side and
+    no series noise).
+    """
+
+    before: float  # median of the runs before
+    after: float  # median of the runs after
+    change_pct: float
+    low_pct: float | None
+    high_pct: float | None
+    p_value: float | None
+    n_before: int
+    n_after: int
+    confidence: float
+    significant: bool
+
+
+def commit_value(values: Values) -> CommitValue:
+    """The median of a commit's runs with the lowest and highest run."""
+    array = _finite(values, what="a commit's runs")
+    if array.size == 0:
+        raise StatisticsInvalid("a commit's value needs at least one run")
+    return CommitValue(
+        value=float(np.median(array)), low=float(array.min()), high=float(array.max()), runs=int(array.size)
+    )
+
+
+def noise_estimate(*, runs_by_commit: Sequence[Values]) -> NoiseEstimate:
+    """The series' run-to-run noise from its commits' runs, in commit order.
+
+    Commits with two or more runs give the pooled within-commit standard deviation (the direct measure);
+    without any, the median absolute deviation of first differences of the commits' medians stands in.
+    """
+    groups = [_finite(runs, what="a commit's runs") for runs in runs_by_commit]
+    groups = [group for group in groups if group.size]
+    if not groups:
+        return NO_NOISE
+    relative = all(bool(np.all(group > 0)) for group in groups)
+    transformed = [np.log(group) if relative else group for group in groups]
+    repeated = [group for group in transformed if group.size >= 2]
+    if repeated:
+        squares = sum(float(np.sum((group - group.mean()) ** 2)) for group in repeated)
+        degrees = float(sum(group.size - 1 for group in repeated))
+        return NoiseEstimate(
+            sigma=math.sqrt(squares / degrees),
+            degrees_of_freedom=degrees,
+            source="repeats",
+            relative=relative,
+        )
+    medians = np.array([float(np.median(group)) for group in transformed])
+    return _differences_noise(medians=medians, relative=relative)
+
+
+def noise_from_values(values: Values) -> NoiseEstimate:
+    """The noise of a series with one value per commit (see :func:`noise_estimate`), in commit order."""
+    array = _finite(values, what="a series' values")
+    relative = bool(array.size) and bool(np.all(array > 0))
+    return _differences_noise(medians=np.log(array) if relative else array, relative=relative)
+
+
+def _differences_noise(*, medians: npt.NDArray[np.float64], relative: bool) -> NoiseEstimate:
+    if medians.size < 3:
+        return replace(NO_NOISE, relative=relative)
+    differences = np.diff(medians)
+    deviations = np.abs(differences - np.median(differences))
+    mad_sigma = float(np.median(deviations)) * MAD_TO_SIGMA / math.sqrt(2.0)
+    # The MAD is blind to level shifts but collapses on quantised or patterned noise (most differences
+    # equal); the root mean square of the differences without the largest tenth (the level shifts) does
+    # not. The larger of the two is the noise: underestimating it would make every point an outlier.
+    kept = np.sort(deviations)[: max(1, math.ceil(deviations.size * (1.0 - TRIMMED_SHARE)))]
+    trimmed_sigma = float(np.sqrt(np.mean(kept**2))) * TRIMMED_TO_SIGMA / math.sqrt(2.0)
+    sigma = max(mad_sigma, trimmed_sigma)
+    degrees = min(MAX_NOISE_DEGREES, (medians.size - 1) / 2.0)
+    return NoiseEstimate(sigma=sigma, degrees_of_freedom=degrees, source="differences", relative=relative)
+
+
+def change_estimate(
+    *,
+    before: Values,
+    after: Values,
+    noise: NoiseEstimate | float | None = None,
+    confidence: float = 0.95,
+    min_relative_change: float = 0.0,
+) -> ChangeEstimate:
+    """The change from the `before` runs to the `after` runs, its interval, p-value and significance.
+
+    `noise` is the series' run-to-run noise (a :class:`NoiseEstimate`, or a relative standard deviation
+    such as 0.02 taken as well known); it is pooled with the spread of the runs themselves, so a single run
+    on each side is judged against the series' noise and many runs mostly against their own spread.
+    `min_relative_change` is a fraction (0.02 is 2 %).
+    """
+    if not 0.0 < confidence < 1.0:
+        raise StatisticsInvalid(f"confidence must lie between 0 and 1, got {confidence}")
+    before_runs = _finite(before, what="the runs before")
+    after_runs = _finite(after, what="the runs after")
+    if before_runs.size == 0 or after_runs.size == 0:
+        raise StatisticsInvalid("a change needs at least one run before and one after")
+    prior = _noise(noise)
+    relative = bool(np.all(before_runs > 0) and np.all(after_runs > 0)) and prior.relative
+    before_value, after_value = float(np.median(before_runs)), float(np.median(after_runs))
+
+    if relative:
+        left, right = np.log(before_runs), np.log(after_runs)
+        difference = float(right.mean() - left.mean())
+        to_pct: Callable[[float], float] = _log_to_pct
+    else:
+        left, right = before_runs, after_runs
+        difference = float(right.mean() - left.mean())
+        scale = abs(float(left.mean()))
+        to_pct = _linear_to_pct(scale)
+    change_pct = to_pct(difference)
+
+    own_squares = float(np.sum((left - left.mean()) ** 2) + np.sum((right - right.mean()) ** 2))
+    own_degrees = float(left.size + right.size - 2)
+    prior_sigma = prior.sigma if prior.relative == relative else 0.0
+    prior_degrees = prior.degrees_of_freedom if prior_sigma > 0.0 else 0.0
+    degrees = own_degrees + prior_degrees
+    significant_size = abs(change_pct) >= min_relative_change * 100.0
+    if degrees <= 0.0 or (own_squares == 0.0 and prior_sigma == 0.0):
+        exact = degrees > 0.0  # identical repeats: no noise at all, any difference is real
+        return ChangeEstimate(
+            before=before_value,
+            after=after_value,
+            change_pct=change_pct,
+            low_pct=change_pct if exact else None,
+            high_pct=change_pct if exact else None,
+            p_value=(0.0 if difference else 1.0) if exact else None,
+            n_before=int(before_runs.size),
+            n_after=int(after_runs.size),
+            confidence=confidence,
+            significant=exact and difference != 0.0 and significant_size,
+        )
+    variance = (own_squares + prior_degrees * prior_sigma**2) / degrees
+    standard_error = math.sqrt(variance * (1.0 / left.size + 1.0 / right.size))
+    quantile = float(stats.t.ppf(0.5 + confidence / 2.0, degrees))
+    if standard_error > 0.0:
+        p_value = float(2.0 * stats.t.sf(abs(difference) / standard_error, degrees))
+    else:
+        p_value = 0.0 if difference else 1.0
+    return ChangeEstimate(
+        before=before_value,
+        after=after_value,
+        change_pct=change_pct,
+        low_pct=to_pct(difference - quantile * standard_error),
+        high_pct=to_pct(difference + quantile * standard_error),
+        p_value=p_value,
+        n_before=int(before_runs.size),
+        n_after=int(after_runs.size),
+        confidence=confidence,
+        significant=p_value < 1.0 - confidence and significant_size,
+    )
+
+
+def _noise(noise: NoiseEstimate | float | None) -> NoiseEstimate:
+    if noise is None:
+        return NO_NOISE
+    if isinstance(noise, NoiseEstimate):
+        return noise
+    if not math.isfinite(noise) or noise < 0.0:
+        raise StatisticsInvalid(f"noise must be a finite non-negative fraction, got {noise}")
+    return NoiseEstimate(
+        sigma=float(noise), degrees_of_freedom=MAX_NOISE_DEGREES, source="none", relative=True
+    )
+
+
+def _log_to_pct(difference: float) -> float:
+    return math.expm1(difference) * 100.0
+
+
+def _linear_to_pct(scale: float) -> Callable[[float], float]:
+    def to_pct(difference: float) -> float:
+        if scale == 0.0:
+            return 0.0 if difference == 0.0 else math.copysign(math.inf, difference)
+        return difference / scale * 100.0
+
+    return to_pct
+
+
+def _finite(values: Values, *, what: str) -> npt.NDArray[np.float64]:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        raise StatisticsInvalid(f"{what} must be one-dimensional, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        raise StatisticsInvalid(f"{what} must be finite numbers")
+    return array
