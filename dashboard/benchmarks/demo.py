@@ -72,6 +72,23 @@ _FILLER_SUBJECTS = (
 )
 
 
+# Subjects of the two unbenchmarked commits before the MXFP4 tuning PR: they touch only docs and CI.
+_INERT_SUBJECTS = (
+    "[Doc] Document the MXFP4 MoE tuning knobs",
+    "[CI] Run the B300 kernel tests nightly",
+)
+INERT_CHANGE_CLASS = "docs_tests_ci"
+
+
+@dataclass(frozen=True)
+class DemoStep:
+    """A commit where the generator changed performance: a tracking PR's merge, the regression, its revert."""
+
+    position: int
+    sha: str
+    pr_number: int
+
+
 class DemoAlreadyLoaded(Exception):
     """The demo history is there already; loading it again would duplicate nothing and change nothing."""
 
@@ -81,6 +98,7 @@ class DemoOutcome:
     commits: int
     runs: int
     measurements: int
+    steps: tuple[DemoStep, ...]  # the truth every alert group of the demo must name
 
 
 def _sha(seed: str, prefix: str = "") -> str:
@@ -157,8 +175,10 @@ def demo_load(*, seed: int = 50587) -> DemoOutcome:
     for start in rng.sample(range(20, COMMIT_COUNT - 20), 6):
         gaps.update(range(start, start + rng.randint(2, 7)))
     gaps -= {regression_at - 1, regression_at, revert_at - 1, revert_at, *pr_positions}
-    # Two unbenchmarked commits right before the MXFP4 tuning PR: its measured change is ambiguous.
-    gaps |= {pr_positions[4] - 2, pr_positions[4] - 1}
+    # Two unbenchmarked docs and CI commits right before the MXFP4 tuning PR: its group's range holds three
+    # commits, of which only the PR can change performance.
+    inert = {pr_positions[4] - 2, pr_positions[4] - 1} - {regression_at, revert_at, *pr_positions}
+    gaps |= inert
     reserved_prs = {number for number, _ in TRACKING_PRS} | {REGRESSION_PR, REVERT_PR, OPEN_TRACKING_PR}
 
     start_time = datetime(2026, 7, 28, 6, 0, tzinfo=UTC)
@@ -192,6 +212,7 @@ def demo_load(*, seed: int = 50587) -> DemoOutcome:
 
     runs = measurements = 0
     pr_index = -1
+    steps: list[DemoStep] = []
     with transaction.atomic():
         for position in range(COMMIT_COUNT):
             if position in merges:
@@ -212,6 +233,8 @@ def demo_load(*, seed: int = 50587) -> DemoOutcome:
                 while filler_pr in reserved_prs:  # never borrow the number of a PR the story is about
                     filler_pr += 1
                 subject = f"{rng.choice(_FILLER_SUBJECTS)} (#{filler_pr})"
+                if position in inert:
+                    subject = f"{_INERT_SUBJECTS[min(inert) != position]} (#{filler_pr})"
             if position == 0:
                 sha = _sha("v0.27.1", BASE_SHA_PREFIX)
             elif position == COMMIT_COUNT - 1:
@@ -231,8 +254,11 @@ def demo_load(*, seed: int = 50587) -> DemoOutcome:
                         ("Woosuk Kwon", "Simon Mo", "Nick Hill", "Lucas Wilkinson", "Cody Yu")
                     ),
                     "parents": [_sha(f"demo-{position - 1}")] if position else [],
+                    "change_class": INERT_CHANGE_CLASS if position in inert else "",
                 },
             )
+            if position in merges or position in (regression_at, revert_at):
+                steps.append(DemoStep(position=position, sha=sha, pr_number=commit.pr_number or 0))
             if position in gaps:
                 continue
 
@@ -275,4 +301,4 @@ def demo_load(*, seed: int = 50587) -> DemoOutcome:
                 raw_report=None,
                 detect=False,
             )
-    return DemoOutcome(commits=COMMIT_COUNT, runs=runs, measurements=measurements)
+    return DemoOutcome(commits=COMMIT_COUNT, runs=runs, measurements=measurements, steps=tuple(steps))

@@ -96,3 +96,24 @@ def test_detecting_the_demo_again_creates_and_sends_nothing_new(
         1,
         1,
     )
+
+
+def test_every_demo_group_names_exactly_a_commit_the_generator_stepped_at() -> None:
+    """The demo knows its truth: every group's range holds one commit that can change performance (the
+    others touch only docs or CI), and it is a tracking PR's merge, the regression or its revert."""
+    outcome = demo_load()
+    stepped = {step.sha: step.pr_number for step in outcome.steps}
+
+    suite_detect_history()
+
+    named = []
+    for group in AlertGroup.objects.select_related("base_commit", "head_commit"):
+        commits = group_range_commits(group=group)
+        candidates = [commit for commit in commits if commit.change_class != "docs_tests_ci"]
+        assert len(candidates) == 1, f"group {group.pk} holds {[c.subject for c in commits]}"
+        assert candidates[0].sha in stepped, f"group {group.pk} names {candidates[0].subject}"
+        named.append(stepped[candidates[0].sha])
+    assert len(named) == len(set(named))  # one group per change, never one per metric
+    assert {REGRESSION_PR, REVERT_PR} <= set(named)
+    # Most steps are found; the smallest PR steps may stay under the noise.
+    assert len(named) >= len(stepped) - 3
