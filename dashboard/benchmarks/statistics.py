@@ -12,8 +12,9 @@ The rules every page and the detector share:
 - a series' noise comes from repeated runs of one commit where there are any (pooled within-commit
   spread), else from the median absolute deviation of first differences of the commits' values, which a
   level shift barely moves (:func:`noise_estimate`);
-- a change is the ratio of geometric means of the runs after and before, with a Student-t interval that
-  pools the runs' own spread with the series' noise (:func:`change_estimate`); it is *significant* when
+- a change is the ratio of the medians of the runs after and before, with a Student-t interval that
+  pools the runs' own spread with the series' noise and allows for a median's larger variance
+  (:func:`change_estimate`); it is *significant* when
   the test rejects "no change" at the interval's level AND it moves the metric by at least the metric's
   minimum relative change.
 """
@@ -37,6 +38,9 @@ TRIMMED_TO_SIGMA = 1.0 / 0.7893
 # A noise estimate from first differences of n values has about n/2 degrees of freedom worth of evidence
 # (MAD is less efficient than a standard deviation); cap it so one long series never acts as certainty.
 MAX_NOISE_DEGREES = 200.0
+
+# Variance of the median of n normal values relative to their mean (n = 1, 2: the same; large n: π/2).
+MEDIAN_VARIANCE = {1: 1.0, 2: 1.0, 3: 1.352, 4: 1.193, 5: 1.432, 6: 1.283, 7: 1.47, 8: 1.34}
 
 Values = Sequence[float] | npt.NDArray[np.floating]
 
@@ -185,13 +189,12 @@ def change_estimate(
 
     if relative:
         left, right = np.log(before_runs), np.log(after_runs)
-        difference = float(right.mean() - left.mean())
         to_pct: Callable[[float], float] = _log_to_pct
     else:
         left, right = before_runs, after_runs
-        difference = float(right.mean() - left.mean())
-        scale = abs(float(left.mean()))
-        to_pct = _linear_to_pct(scale)
+        to_pct = _linear_to_pct(abs(before_value))
+    # Medians, like every value shown: one slow run moves neither the change nor the verdict.
+    difference = float(np.median(right) - np.median(left))
     change_pct = to_pct(difference)
 
     own_squares = float(np.sum((left - left.mean()) ** 2) + np.sum((right - right.mean()) ** 2))
@@ -215,7 +218,9 @@ def change_estimate(
             significant=exact and difference != 0.0 and significant_size,
         )
     variance = (own_squares + prior_degrees * prior_sigma**2) / degrees
-    standard_error = math.sqrt(variance * (1.0 / left.size + 1.0 / right.size))
+    standard_error = math.sqrt(
+        variance * (_median_variance(left.size) / left.size + _median_variance(right.size) / right.size)
+    )
     quantile = float(stats.t.ppf(0.5 + confidence / 2.0, degrees))
     if standard_error > 0.0:
         p_value = float(2.0 * stats.t.sf(abs(difference) / standard_error, degrees))
@@ -233,6 +238,11 @@ def change_estimate(
         confidence=confidence,
         significant=p_value < 1.0 - confidence and significant_size,
     )
+
+
+def _median_variance(count: int) -> float:
+    """Variance of the median of `count` normal values over that of their mean."""
+    return MEDIAN_VARIANCE.get(count, math.pi / 2.0)
 
 
 def _noise(noise: NoiseEstimate | float | None) -> NoiseEstimate:
