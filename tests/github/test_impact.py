@@ -200,9 +200,9 @@ def test_the_tracking_page_takes_a_fixed_number_of_queries(
         track(issue, cast(Commit, CommitFactory(pr_number=52000 + index)), order=10 + index)
 
     # issue, items, benchmarked commits, measurements, commits in ranges, reverts, commit sync state, and
-    # per suite and hardware class: the suite, its latest commits and their measurements (the series'
-    # noise), its detection settings (the metrics' minimum changes)
-    with django_assert_num_queries(11):
+    # the suites, and per suite and hardware class its latest commits and their measurements (the
+    # series' noise)
+    with django_assert_num_queries(10):
         assert client.get(TRACKING_PAGE).status_code == 200
 
 
