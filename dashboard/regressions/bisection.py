@@ -17,8 +17,7 @@ from runners.suites import InstallMethod
 
 logger = logging.getLogger(__name__)
 
-# Improvements too: a changelog that credits the wrong PR is as wrong as an alert that blames one.
-BISECTED_KINDS: tuple[str, ...] = (GroupKind.REGRESSION, GroupKind.TRADE_OFF, GroupKind.IMPROVEMENT)
+BISECTED_KINDS: tuple[str, ...] = (GroupKind.REGRESSION, GroupKind.TRADE_OFF)
 BISECTED_STATUSES: tuple[str, ...] = (
     TriageStatus.UNTRIAGED,
     TriageStatus.INVESTIGATING,

@@ -3,7 +3,6 @@ narrowing as its result arrives, without a second group or a second message."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -198,13 +197,3 @@ def test_the_group_page_says_what_bisection_is_doing(dispatched) -> None:
     page = Client().get(f"/alerts/{group.pk}/").content.decode()
     assert "Culprit narrowed to one commit" in page
     assert "Bisecting" not in page
-
-
-def test_a_confirmed_improvement_is_bisected_too(dispatched, monkeypatch) -> None:
-    monkeypatch.setattr(sys.modules[__name__], "AFTER", 780.0)  # +7.6 %: throughput up
-    history = gapped_history()
-
-    group = confirm(history)
-
-    assert group.kind == "improvement"
-    assert Run.objects.get(status=RunStatus.QUEUED, kind=RunKind.BISECTION).commit == history.commits[33]
