@@ -17,7 +17,7 @@ TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 BENCH_DATABASE ?= perfwatch_bench
 # Served over plain HTTP on the loopback with a throwaway key: in production a TLS proxy sits in front.
 BENCH_ENV = DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(BENCH_DATABASE) PERFWATCH_HTTPS=false \
-	SECRET_KEY=$$(head -c 32 /dev/urandom | base64 | tr -d '/+=')
+	SECRET_KEY=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')
 
 .PHONY: help demo test bench lint services browser clean simulate
 
