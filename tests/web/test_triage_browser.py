@@ -9,6 +9,7 @@ from django.core.management import call_command
 from django.urls import Resolver404, resolve
 
 from dashboard.regressions.models import AlertGroup, GroupKind
+from dashboard.regressions.selectors import alert_group_rows
 from tests.web import test_browser
 from tests.web.test_browser import BrowserPage
 
@@ -73,7 +74,9 @@ def test_overview_lists_the_demos_open_regression_first_with_its_pr_link(browser
     assert items.count() == 1
     item = items.first
     assert item.locator(".pr-link").get_attribute("href") == f"/prs/{regression.head_commit.pr_number}/"
-    assert item.locator(".regression-size").inner_text() == "-5.8 %"
+    headline = alert_group_rows(groups=[regression])[0].headline
+    assert headline is not None and headline.change_pct < 0  # the demo's throughput drop
+    assert item.locator(".regression-size").inner_text() == f"{headline.change_pct:.1f} %"
     assert "output_throughput_tok_s" in item.locator(".metrics").inner_text()
     assert "detected" in item.inner_text()
     # Open regressions come before the suites' health.
