@@ -13,7 +13,7 @@ from typing import Literal
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, Prefetch, Q, QuerySet
+from django.db.models import F, Max, Min, Prefetch, Q, QuerySet
 from django.urls import reverse
 
 from dashboard.benchmarks.models import (
@@ -514,6 +514,7 @@ class AlertMarker:
     url: str
     position: int | None = None
     label: str = ""
+    moved_up: bool = True  # which way the (largest) change of the charted metric went
 
 
 def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = None) -> list[AlertMarker]:
@@ -522,9 +523,14 @@ def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = Non
     alerts = Alert.objects.filter(series__suite=suite, series__hardware_class=hardware_class)
     if metric:
         alerts = alerts.filter(series__metric=metric)
+    charted = Q(alerts__pk__in=alerts.values("pk"))
     groups = (
         AlertGroup.objects.filter(pk__in=alerts.values("group_id"))
         .exclude(status=TriageStatus.INVALID)
+        .annotate(
+            largest_rise=Max("alerts__change_pct", filter=charted),
+            largest_fall=Min("alerts__change_pct", filter=charted),
+        )
         .select_related("head_commit")
         .order_by(F("head_commit__position").asc(nulls_last=True), "pk")
     )
@@ -536,7 +542,13 @@ def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = Non
             url=reverse("regressions:alert-group", args=[group.pk]),
             position=group.head_commit.position,
             label=f"{group.get_kind_display().capitalize()}: up to {group.magnitude_pct:.1f} % "
-            f"({group.get_status_display()})",
+            f"({group.get_status_display()})"
+            + (
+                f"<br>PR #{group.head_commit.pr_number} {group.head_commit.subject}"
+                if group.head_commit.pr_number
+                else ""
+            ),
+            moved_up=max(group.largest_rise or 0.0, group.largest_fall or 0.0, key=abs) >= 0,
         )
         for group in groups
     ]

@@ -8,7 +8,6 @@ from typing import Any
 from dashboard.regressions.selectors import AlertMarker
 
 KIND_COLORS = {"regression": "#dc2626", "improvement": "#16a34a", "trade_off": "#d97706"}
-KIND_SYMBOLS = {"regression": "triangle-up", "improvement": "triangle-down", "trade_off": "diamond"}
 
 
 def alert_markers_traces(
@@ -27,7 +26,8 @@ def alert_markers_traces(
             "yaxis": "y2",
             "mode": "markers",
             "marker": {
-                "symbol": [KIND_SYMBOLS.get(marker.kind, "circle") for marker in drawn],
+                # Colour says good or bad; the triangle points the way the metric moved.
+                "symbol": ["triangle-up" if marker.moved_up else "triangle-down" for marker in drawn],
                 "color": [KIND_COLORS.get(marker.kind, "#64748b") for marker in drawn],
                 "size": 11,
                 "line": {"color": "#ffffff", "width": 1},

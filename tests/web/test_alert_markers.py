@@ -48,3 +48,20 @@ def test_navigation_reaches_every_section(client) -> None:
     page = client.get("/").content.decode()
     for path in ("/alerts/", "/tracking/", "/compare/", "/runs/", "/runners/"):
         assert f'href="{path}"' in page
+
+
+def test_a_marker_is_coloured_good_or_bad_and_points_the_way_the_metric_moved(detected_demo, client) -> None:
+    regression = AlertGroup.objects.get(kind="regression")
+    revert = AlertGroup.objects.get(head_commit__subject__startswith="Revert")
+    trace = _alert_trace(client, "output_throughput_tok_s")
+    urls = [point[0] for point in trace["customdata"]]
+    drop, rise = urls.index(f"/alerts/{regression.pk}/"), urls.index(f"/alerts/{revert.pk}/")
+    # Throughput fell with the regression (bad, down) and rose again with its revert (good, up).
+    assert (trace["marker"]["color"][drop], trace["marker"]["symbol"][drop]) == ("#dc2626", "triangle-down")
+    assert (trace["marker"]["color"][rise], trace["marker"]["symbol"][rise]) == ("#16a34a", "triangle-up")
+    assert f"PR #{REGRESSION_PR}" in trace["customdata"][drop][1]
+    # On a latency chart the same regression is a rise: still red, pointing up.
+    latency = _alert_trace(client, "latency_s_mean")
+    urls = [point[0] for point in latency["customdata"]]
+    at = urls.index(f"/alerts/{regression.pk}/")
+    assert (latency["marker"]["color"][at], latency["marker"]["symbol"][at]) == ("#dc2626", "triangle-up")
