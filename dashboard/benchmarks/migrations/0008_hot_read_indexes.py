@@ -4,6 +4,18 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
+class AddIndexWhereSupported(migrations.AddIndex):
+    """SQLite (the embedded demo) cannot index with NULLS LAST; the demo's few runs sort fine without it."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
+        if schema_editor.connection.vendor != "sqlite":
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
+        if schema_editor.connection.vendor != "sqlite":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("benchmarks", "0007_run_kind"),
@@ -40,7 +52,7 @@ class Migration(migrations.Migration):
                 fields=["series", "commit"], include=("value", "run"), name="measurement_series_cover"
             ),
         ),
-        migrations.AddIndex(
+        AddIndexWhereSupported(
             model_name="run",
             index=models.Index(
                 models.OrderBy(models.F("finished_at"), descending=True, nulls_last=True),
