@@ -45,6 +45,7 @@ demo: $(BIN)/.installed $(DEMO_ENV_FILE)
 	$(DEMO_ENV) $(BIN)/python manage.py load_demo
 	$(DEMO_ENV) $(BIN)/python manage.py load_demo_github
 	$(DEMO_ENV) $(BIN)/python manage.py detect_alerts
+	$(DEMO_ENV) $(BIN)/python manage.py verify_demo
 	@echo "PerfWatch demo: http://$(HOST):$(PORT)/"
 	$(DEMO_ENV) $(BIN)/python manage.py runserver $(HOST):$(PORT)
 

@@ -4,11 +4,15 @@ which stays suspected and tells no one until re-runs confirm it; its revert (PR 
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 
 from dashboard.benchmarks.demo import DEMO_HARDWARE, DEMO_SUITE, REGRESSION_PR, REVERT_PR, demo_load
+from dashboard.benchmarks.models import Run, RunKind
 from dashboard.regressions.alerts import suite_detect_history
+from dashboard.regressions.demo_verification import demo_groups_verify
 from dashboard.regressions.models import AlertGroup, GroupKind, GroupState, Notification
 from dashboard.regressions.selectors import group_range_commits
+from dashboard.regressions.verdicts import group_judge
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(300)]
 
@@ -111,3 +115,39 @@ def test_every_demo_group_names_exactly_a_commit_the_generator_stepped_at() -> N
     assert {REGRESSION_PR, REVERT_PR} <= set(named)
     # Most steps are found; the smallest PR steps may stay under the noise.
     assert len(named) >= len(stepped) - 3
+
+
+def test_the_demos_re_runs_confirm_the_regression_and_only_then_one_message_per_channel_goes_out(
+    demo_detected, django_capture_on_commit_callbacks
+) -> None:
+    channels = demo_detected
+    group = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        states = demo_groups_verify(limit=3)
+
+    assert states[group.pk] == GroupState.CONFIRMED
+    assert set(states.values()) == {GroupState.CONFIRMED}
+    assert AlertGroup.objects.filter(state=GroupState.SUSPECTED).exists()  # the rest still wait for re-runs
+    repeats = Run.objects.filter(kind=RunKind.VERIFICATION, commit__in=[group.base_commit, group.head_commit])
+    assert repeats.count() == 2 * settings.PERFWATCH_VERIFICATION_REPEATS
+    assert sorted(Notification.objects.values_list("group_id", "channel")) == [
+        (group.pk, "email"),
+        (group.pk, "github"),
+        (group.pk, "slack"),
+    ]
+    assert (len(channels.inbox.messages), len(channels.slack.requests), len(channels.github.requests)) == (
+        1,
+        1,
+        1,
+    )
+    assert f"/repos/vllm-project/vllm/issues/{REGRESSION_PR}/comments" == channels.github.requests[0].path
+
+    # Judging it again finds it settled: nothing more is sent.
+    with django_capture_on_commit_callbacks(execute=True):
+        assert group_judge(group_id=group.pk) == GroupState.CONFIRMED
+    assert (len(channels.inbox.messages), len(channels.slack.requests), len(channels.github.requests)) == (
+        1,
+        1,
+        1,
+    )
