@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Window
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Subquery, Window
 from django.db.models.functions import DenseRank
 
 from dashboard.benchmarks.models import (
@@ -155,10 +155,18 @@ class SuiteOverview:
 def suites_overview() -> list[SuiteOverview]:
     """For each suite and hardware class with data: latest headline values. A fixed number of queries."""
     suites = list(Suite.objects.order_by("name"))
+    # The latest commit is the newest on main, not the one measured last: verification and bisection
+    # re-run older commits long after newer ones.
+    newest_on_main = (
+        Run.objects.succeeded()
+        .filter(suite_id=OuterRef("suite_id"), hardware_class=OuterRef("hardware_class"))
+        .order_by(*main_order(prefix="commit__", newest_first=True), "-id")
+        .values("id")[:1]
+    )
     pair_list = list(
         Run.objects.succeeded()
         .values("suite_id", "hardware_class")
-        .annotate(last_run_id=Max("id"), run_count=Count("id"))
+        .annotate(last_run_id=Subquery(newest_on_main), run_count=Count("id"))
         .order_by("suite_id", "hardware_class")
     )
     last_runs = {

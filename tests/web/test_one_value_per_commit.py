@@ -35,6 +35,6 @@ def test_three_runs_of_the_latest_commit_show_their_median_on_every_page(client:
     assert cells[0] == "104.0" and "104.0" in overview
     points = series["series"][0]["points"]
     assert [point["value"] for point in points] == [80.0, 104.0]
-    assert 'title="median of 3 runs: 100.0, 104.0, 130.0">104.0*</td>' in commit_page
+    assert 'title="median of 3 runs (100.0 to 130.0): 100.0, 104.0, 130.0">104.0*<' in commit_page
     row = next(row for row in comparison.rows if row.metric == METRIC)
     assert (row.base, row.head) == (80.0, 104.0)
