@@ -34,7 +34,14 @@ def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
 
 
 def test_check_deploy_with_the_production_example_reports_no_error_and_no_warning() -> None:
-    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=_production_env())
+    # Production runs on PostgreSQL (compose sets DATABASE_URL per service): check against the real one.
+    result = _manage(
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        env=_production_env(DATABASE_URL=os.environ["DATABASE_URL"]),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues (0 silenced)." in result.stdout
 

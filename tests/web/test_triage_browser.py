@@ -34,10 +34,12 @@ PAGE_KINDS = {
 LINKS = "() => Array.from(document.querySelectorAll('main a[href], header a[href]')).map(a => a.href)"
 PR_MENTION = r"^(?:PR )?#(\d{4,})$"
 # Every mention of a PR ("#51830", "PR #51830", linked or not) and where it links; commit subjects that end
-# in "(#51830)" are subjects, linked to their commit or group.
+# in "(#51830)" are subjects, linked to their commit or group. Run numbers ("#19798" linking to its run
+# page) are not PR mentions.
 PR_MENTION_LINKS = """
 () => Array.from(document.querySelectorAll('main a, main td, main span, main b'))
   .filter(el => el.children.length === 0 && /^(PR )?#\\d{4,}$/.test(el.textContent.trim()))
+  .filter(el => !(el.closest('a') && el.closest('a').getAttribute('href').startsWith('/runs/')))
   .map(el => [el.textContent.trim(), el.closest('a') ? el.closest('a').getAttribute('href') : null])
 """
 
