@@ -2,7 +2,7 @@
 
 A commit's value is the median of its runs, with their spread (highest minus lowest): `commit_values` is
 the one place that rule is applied to columns, the vectorised form of
-dashboard.regressions.statistics.commit_value (which this layer cannot import; a test keeps them equal).
+dashboard.benchmarks.statistics.commit_value for whole timelines at once (a test keeps them equal).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from django.utils import timezone
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series, Suite
 from dashboard.benchmarks.runs import run_enqueue
 from dashboard.benchmarks.scheduling import runs_schedule
+from dashboard.benchmarks.statistics import change_estimate
 from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.regressions.alerts import DetectionOutcome, _notify, run_detect
 from dashboard.regressions.bisection import group_bisect, groups_around
@@ -41,7 +42,6 @@ from dashboard.regressions.models import (
     TriageEvent,
 )
 from dashboard.regressions.selectors import PENDING_RUN_STATUSES, series_window
-from dashboard.regressions.statistics import change_estimate
 from dashboard.regressions.thresholds import threshold_resolve, thresholds_for_suite
 
 logger = logging.getLogger(__name__)
