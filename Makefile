@@ -19,13 +19,21 @@ BENCH_DATABASE ?= perfwatch_bench
 BENCH_ENV = DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(BENCH_DATABASE) PERFWATCH_HTTPS=false \
 	SECRET_KEY=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')
 
-.PHONY: help demo test bench lint services browser clean simulate
+# plotly.js with only the cartesian trace types (every chart here is a scatter trace): a third of the full
+# bundle. Vendored so that a clean checkout builds offline; `make plotly-bundle` fetches it again from
+# the npm registry and checks it against this digest (change both to upgrade).
+PLOTLY_BUNDLE_VERSION := 4.1.1
+PLOTLY_BUNDLE_SHA256 := 79542150855a52c567260e3137095dbe2b744e6d702a5cabe67da246942fba7a
+PLOTLY_BUNDLE_DIR := dashboard/web/static/vendor/plotly
+
+.PHONY: help demo test bench lint services browser clean simulate plotly-bundle
 
 help:
 	@echo "make demo   serve the dashboard with demo data at http://$(HOST):$(PORT) (SQLite, no services)"
 	@echo "make test   lint, type-check and run every test (starts PostgreSQL and Redis if needed)"
 	@echo "make simulate   benchmark the verdict loop on a simulated vLLM (SEED=, DAYS=, SUITES=)"
 	@echo "make bench      build a year of history in PostgreSQL (once) and measure pages, ingest and detection"
+	@echo "make plotly-bundle   fetch the vendored plotly.js bundle again from npm and check its sha256"
 
 $(BIN)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: Python 3.12 or newer is required (set PYTHON=/path/to/python3.12)"; exit 1; }
@@ -42,6 +50,7 @@ $(DEMO_ENV_FILE):
 
 demo: $(BIN)/.installed $(DEMO_ENV_FILE)
 	$(DEMO_ENV) $(BIN)/python manage.py migrate --no-input
+	$(DEMO_ENV) $(BIN)/python manage.py collectstatic --no-input -v0
 	$(DEMO_ENV) $(BIN)/python manage.py load_demo
 	$(DEMO_ENV) $(BIN)/python manage.py load_demo_github
 	$(DEMO_ENV) $(BIN)/python manage.py detect_alerts
@@ -81,7 +90,16 @@ bench: $(BIN)/.installed services browser
 	@psql -h 127.0.0.1 -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$(BENCH_DATABASE)'" | grep -q 1 \
 		|| createdb -h 127.0.0.1 -U postgres $(BENCH_DATABASE)
 	$(BENCH_ENV) $(BIN)/python manage.py migrate --no-input -v0
+	$(BENCH_ENV) $(BIN)/python manage.py collectstatic --no-input -v0
 	$(BENCH_ENV) $(BIN)/python manage.py bench
+
+plotly-bundle:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT \
+		&& (cd "$$tmp" && npm pack --silent plotly.js-cartesian-dist-min@$(PLOTLY_BUNDLE_VERSION) >/dev/null) \
+		&& tar -xzf "$$tmp/plotly.js-cartesian-dist-min-$(PLOTLY_BUNDLE_VERSION).tgz" -C "$$tmp" \
+		&& echo "$(PLOTLY_BUNDLE_SHA256)  $$tmp/package/plotly-cartesian.min.js" | sha256sum --check --quiet \
+		&& cp "$$tmp/package/plotly-cartesian.min.js" "$$tmp/package/LICENSE" $(PLOTLY_BUNDLE_DIR)/ \
+		&& echo "plotly.js cartesian $(PLOTLY_BUNDLE_VERSION) in $(PLOTLY_BUNDLE_DIR)"
 
 clean:
 	rm -rf $(VENV) var .mypy_cache .ruff_cache

@@ -5,7 +5,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
-import plotly
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 from django.core.management.utils import get_random_secret_key
 
@@ -130,13 +129,13 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start when it is missing
-# plotly.js is served from the installed plotly package: no CDN, and the version always matches.
-STATICFILES_DIRS = [("plotly", Path(plotly.__file__).resolve().parent / "package_data")]
+# `collectstatic` names every file after its content and writes gzip and brotli copies beside it: WhiteNoise
+# serves the hashed names with a far-future immutable Cache-Control, and the compressed copy the browser
+# accepts. Every place that serves pages collects first (Dockerfile, `make demo`, `make bench`, tests).
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
-WHITENOISE_USE_FINDERS = True
 
 LOGIN_URL = "/admin/login/"
 

@@ -1,9 +1,43 @@
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
+from pytest_django.live_server_helper import LiveServer
 
 GUIDELLM_FIXTURES = Path(__file__).parent / "fixtures" / "guidellm"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_collected() -> None:
+    """Pages name their static files from the manifest `collectstatic` writes, as in production. Collected
+    again only when a source file is newer than the manifest: hashing and brotli take seconds."""
+    from django.conf import settings
+    from django.contrib.staticfiles import finders
+    from django.core.management import call_command
+
+    manifest = Path(settings.STATIC_ROOT) / "staticfiles.json"
+    if manifest.exists():
+        collected_at = manifest.stat().st_mtime
+        sources = (
+            Path(storage.path(path)) for finder in finders.get_finders() for path, storage in finder.list([])
+        )
+        if all(source.stat().st_mtime <= collected_at for source in sources):
+            return
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+
+@pytest.fixture(scope="session")
+def live_server(_static_collected) -> Iterator[LiveServer]:
+    """pytest-django's live server with static files served as in production: by WhiteNoise, from the
+    collected, hashed and compressed files (not by staticfiles' handler from the source folders)."""
+    server = LiveServer("localhost", start=False)
+    from django.core.handlers.wsgi import WSGIHandler
+
+    server.thread.static_handler = cast(type[WSGIHandler], lambda application: application)
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

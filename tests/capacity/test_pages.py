@@ -40,7 +40,7 @@ def test_commit_page_draws_its_load_curve_with_objectives_and_capacity(client: C
     ]
     assert len(ttft["data"][0]["x"]) == run.load_levels.count()
     assert [shape["y0"] for shape in figures["load-curve-0-itl_ms"]["layout"]["shapes"]] == [150]
-    assert "/static/plotly/plotly.min.js" in html
+    assert "/static/vendor/plotly/plotly-cartesian.min." in html
 
 
 def test_compare_draws_both_commits_on_one_chart_with_both_capacities(client: Client, sweep_run_ingest):

@@ -33,7 +33,7 @@ def test_timeline_page_has_one_chart_per_headline_metric_and_one_data_url(client
     assert "data-figure-url" not in html
     assert html.count('data-figure-kind="timeline"') == len(HEADLINE_METRICS)
     assert "↑ higher is better" in html and "↓ lower is better" in html
-    assert "/static/plotly/plotly.min.js" in html
+    assert "/static/vendor/plotly/plotly-cartesian.min." in html
     assert "<script>" not in html  # no inline scripts: charts.js draws everything
 
 
