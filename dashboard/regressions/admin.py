@@ -13,7 +13,17 @@ class DetectionSettingAdmin(admin.ModelAdmin):
 class AlertInline(admin.TabularInline):
     model = Alert
     extra = 0
-    fields = ("series", "kind", "source", "before_value", "after_value", "change_pct", "p_value", "status")
+    fields = (
+        "series",
+        "kind",
+        "source",
+        "before_value",
+        "after_value",
+        "change_pct",
+        "p_value",
+        "status",
+        "status_set_individually",
+    )
     readonly_fields = ("series", "kind", "before_value", "after_value", "change_pct", "p_value")
 
 

@@ -12,6 +12,7 @@ from dashboard.regressions.selectors import AlertFilters
 from dashboard.regressions.triage import TriageChange
 
 SORTS = (("date", "newest range first"), ("size", "largest change first"))
+FOLLOW_GROUP = "group"
 
 
 class AlertFilterForm(forms.Form):
@@ -38,15 +39,20 @@ class AlertFilterForm(forms.Form):
 class GroupTriageForm(forms.Form):
     status = forms.ChoiceField(choices=TriageStatus.choices)
     assignee = forms.ModelChoiceField(queryset=get_user_model().objects.none(), required=False)
-    notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000)
     alerts = forms.ModelMultipleChoiceField(
         queryset=Alert.objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
-        help_text="The alerts the alert status applies to; none ticked means every alert of the group.",
+        help_text="The alerts the alert status applies to; none ticked means every alert of the group. "
+        "An alert given its own status keeps it when the group's status changes.",
     )
     alert_status = forms.ChoiceField(
-        required=False, choices=[("", "leave as they are"), *TriageStatus.choices]
+        required=False,
+        choices=[
+            ("", "leave as they are"),
+            (FOLLOW_GROUP, "follow the group's status"),
+            *TriageStatus.choices,
+        ],
     )
 
     def __init__(self, *args: Any, group_id: int, **kwargs: Any) -> None:
@@ -70,7 +76,11 @@ class GroupTriageForm(forms.Form):
             status=data["status"],
             assignee_id=assignee.pk if assignee else None,
             assignee_set=True,
-            notes=data.get("notes", ""),
             alert_ids=alert_ids,
-            alert_status=alert_status,
+            alert_status=None if alert_status == FOLLOW_GROUP else alert_status,
+            alerts_follow=alert_status == FOLLOW_GROUP,
         )
+
+
+class CommentForm(forms.Form):
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=10_000, strip=True)

@@ -7,6 +7,7 @@ from typing import ClassVar
 from django.conf import settings
 from django.db import models
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Series, Suite
 
@@ -128,7 +129,6 @@ class AlertGroup(models.Model):
     assignee = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
-    notes = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -163,6 +163,10 @@ class Alert(models.Model):
     status = models.CharField(
         max_length=20, choices=TriageStatus.choices, default=TriageStatus.UNTRIAGED, db_index=True
     )
+    status_set_individually = models.BooleanField(
+        default=False,
+        help_text="Its status was set on the alert itself: the group's status no longer moves it",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -195,6 +199,24 @@ class TriageEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user or 'system'} set {self.field} of group {self.group_id} to {self.new_value!r}"
+
+
+class Comment(models.Model):
+    """One message in a group's discussion: added, never edited, read oldest first."""
+
+    group = models.ForeignKey(AlertGroup, on_delete=models.CASCADE, related_name="comments")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    text = models.TextField()
+    # Not auto_now_add: notes kept from before comments existed keep the time they were written.
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.author or 'PerfWatch'} on group {self.group_id}: {self.text[:40]}"
 
 
 class NotificationChannel(models.TextChoices):

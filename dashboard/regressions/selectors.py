@@ -7,14 +7,16 @@ beside the others, so the query-count tests of the alert pages pin one module.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import F, Max, Min, Prefetch, Q, QuerySet
 from django.urls import reverse
+from django.utils.text import capfirst
 
 from dashboard.benchmarks.models import (
     ACTIVE_RUN_STATUSES,
@@ -33,6 +35,7 @@ from dashboard.regressions.models import (
     DECIDED_STATUSES,
     Alert,
     AlertGroup,
+    Comment,
     GroupKind,
     GroupState,
     Notification,
@@ -371,11 +374,48 @@ def alert_filter_choices() -> tuple[list[str], list[str]]:
 
 
 @dataclass(frozen=True)
+class HistoryEntry:
+    """One triage change as a person reads it: "Status: Untriaged → Investigating", by whom and when."""
+
+    created_at: datetime
+    who: str
+    what: str
+    alert: Alert | None
+    old: str
+    new: str
+
+
+_FIELD_LABELS = {"status": "Status", "assignee": "Assignee", "notes": "Notes"}
+
+
+def _value_label(field: str, value: str) -> str:
+    if field == "status" and value in TriageStatus.values:
+        return capfirst(TriageStatus(value).label)
+    return value
+
+
+def triage_history(*, events: Iterable[TriageEvent]) -> list[HistoryEntry]:
+    """Events (with user and alert's series loaded) as readable entries: labels, not stored values."""
+    return [
+        HistoryEntry(
+            created_at=event.created_at,
+            who=event.user.get_username() if event.user else "PerfWatch",
+            what=_FIELD_LABELS.get(event.field, event.field),
+            alert=event.alert,
+            old=_value_label(event.field, event.old_value),
+            new=_value_label(event.field, event.new_value),
+        )
+        for event in events
+    ]
+
+
+@dataclass(frozen=True)
 class AlertGroupDetail:
     group: AlertGroup
     alerts: tuple[Alert, ...]
     commits: tuple[Commit, ...]
-    events: tuple[TriageEvent, ...]
+    history: tuple[HistoryEntry, ...]
+    comments: tuple[Comment, ...]
     notifications: tuple[Notification, ...]
     pull_requests: dict[int, PullRequest]  # by number, for the PRs in the range GitHub told us about
     bisection_runs: tuple[Run, ...] = ()  # queued or running inside the range for the group's suites
@@ -415,7 +455,8 @@ def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
         group=group,
         alerts=tuple(alerts),
         commits=tuple(commits),
-        events=tuple(group.events.select_related("user", "alert__series")),
+        history=tuple(triage_history(events=group.events.select_related("user", "alert__series"))),
+        comments=tuple(group.comments.select_related("author")),
         notifications=tuple(group.notifications.order_by("channel")),
         pull_requests={pull.number: pull for pull in pull_requests},
         bisection_runs=tuple(group_bisection_runs(group=group)),

@@ -8,9 +8,10 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
+from django.utils import timezone
 
 from dashboard.regressions.alert_groups import group_refresh
-from dashboard.regressions.models import Alert, AlertGroup, TriageEvent, TriageStatus
+from dashboard.regressions.models import Alert, AlertGroup, Comment, TriageEvent, TriageStatus
 
 
 class TriageRefused(Exception):
@@ -38,15 +39,20 @@ class TriageChange:
     status: str | None = None
     assignee_id: int | None = None
     assignee_set: bool = False  # distinguishes "unassign" (None) from "leave as is"
-    notes: str | None = None
-    alert_ids: Sequence[int] = ()  # with alert_status: the alerts it applies to; none means all of them
+    # With alert_status or alerts_follow: the alerts it applies to; none means all of them.
+    alert_ids: Sequence[int] = ()
+    # Set on the alerts themselves: from then on the group's status no longer moves them.
     alert_status: str | None = None
+    # The alerts take the group's status again and follow it from then on.
+    alerts_follow: bool = False
 
 
 def group_triage(
     *, group_id: int, user: AbstractBaseUser | AnonymousUser, change: TriageChange
 ) -> list[TriageEvent]:
-    """Apply a triage change to a group and, in bulk, to some of its alerts; every change is recorded."""
+    """Apply a triage change to a group and, in bulk, to some of its alerts; every change is recorded.
+
+    A new group status moves every alert whose status was not set on the alert itself."""
     _user_check(user)
     valid = set(TriageStatus.values)
     for status in (change.status, change.alert_status):
@@ -69,23 +75,37 @@ def group_triage(
         if change.status is not None and change.status != group.status:
             record("status", group.status, change.status)
             group.status = change.status
+            group.alerts.filter(status_set_individually=False).exclude(status=change.status).update(
+                status=change.status, updated_at=timezone.now()
+            )
         if change.assignee_set and change.assignee_id != group.assignee_id:
             record("assignee", _user_label(group.assignee_id), _user_label(change.assignee_id))
             group.assignee_id = change.assignee_id
-        if change.notes is not None and change.notes != group.notes:
-            record("notes", group.notes, change.notes)
-            group.notes = change.notes
-        if change.alert_status is not None:
-            # No alert chosen: the alert status applies to every alert of the group.
+        if change.alert_status is not None or change.alerts_follow:
+            status = change.alert_status if change.alert_status and not change.alerts_follow else group.status
+            # No alert chosen: the change applies to every alert of the group.
             chosen = group.alerts.filter(pk__in=change.alert_ids) if change.alert_ids else group.alerts.all()
             for alert in chosen.order_by("pk"):
-                if alert.status != change.alert_status:
-                    record("status", alert.status, change.alert_status, alert=alert)
-                    alert.status = change.alert_status
-                    alert.save(update_fields=["status", "updated_at"])
+                if alert.status != status:
+                    record("status", alert.status, status, alert=alert)
+                if alert.status != status or alert.status_set_individually == change.alerts_follow:
+                    alert.status = status
+                    alert.status_set_individually = not change.alerts_follow
+                    alert.save(update_fields=["status", "status_set_individually", "updated_at"])
         if not events:
             return []
         group.save()
         TriageEvent.objects.bulk_create(events)
         group_refresh(group)
     return events
+
+
+def group_comment_add(*, group_id: int, user: AbstractBaseUser | AnonymousUser, text: str) -> Comment:
+    """Add a comment to a group's thread; comments are never edited, so the thread is its own record."""
+    _user_check(user)
+    text = text.strip()
+    if not text:
+        raise TriageRefused("a comment needs some text")
+    if not AlertGroup.objects.filter(pk=group_id).exists():
+        raise TriageRefused(f"no alert group {group_id}")
+    return Comment.objects.create(group_id=group_id, author_id=user.pk, text=text)

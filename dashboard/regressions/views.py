@@ -17,10 +17,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.regressions import selectors
 from dashboard.regressions.figures import alert_figure
-from dashboard.regressions.forms import AlertFilterForm, GroupTriageForm
+from dashboard.regressions.forms import AlertFilterForm, CommentForm, GroupTriageForm
 from dashboard.regressions.models import GroupKind, TriageStatus
 from dashboard.regressions.notifications import notification_retry
-from dashboard.regressions.triage import TriageRefused, group_triage
+from dashboard.regressions.triage import TriageRefused, group_comment_add, group_triage
 
 PAGE_SIZE = 25
 FEED_SIZE = 50
@@ -63,12 +63,12 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
     if detail is None:
         raise Http404(f"no alert group {group_id}")
     group = detail.group
-    form = None
+    form = comment_form = None
     if request.user.is_staff:
         form = GroupTriageForm(
-            group_id=group.pk,
-            initial={"status": group.status, "assignee": group.assignee_id, "notes": group.notes},
+            group_id=group.pk, initial={"status": group.status, "assignee": group.assignee_id}
         )
+        comment_form = CommentForm()
     charts = [
         (alert, reverse("regressions:alert-figure", args=[alert.pk])) for alert in detail.alerts[:MAX_CHARTS]
     ]
@@ -81,6 +81,7 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
             "charts": charts,
             "more_alerts": max(0, len(detail.alerts) - MAX_CHARTS),
             "form": form,
+            "comment_form": comment_form,
             "culprit": detail.commits[0] if len(detail.commits) == 1 else None,
             "commit_rows": [
                 (commit, detail.pull_requests.get(commit.pr_number) if commit.pr_number else None)
@@ -108,6 +109,20 @@ def alert_group_triage(request: HttpRequest, group_id: int) -> HttpResponse:
     else:
         messages.success(request, f"Saved {len(events)} change(s)." if events else "Nothing to change.")
     return redirect("regressions:alert-group", group_id=group_id)
+
+
+@staff_member_required
+@require_POST
+def alert_group_comment(request: HttpRequest, group_id: int) -> HttpResponse:
+    form = CommentForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"No comment added: {form.errors.as_text()}")
+        return redirect("regressions:alert-group", group_id=group_id)
+    try:
+        group_comment_add(group_id=group_id, user=request.user, text=form.cleaned_data["text"])
+    except TriageRefused as error:
+        messages.error(request, str(error))
+    return redirect(reverse("regressions:alert-group", args=[group_id]) + "#comments")
 
 
 @staff_member_required

@@ -7,12 +7,16 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from dashboard.regressions.models import AlertGroup, TriageEvent, TriageStatus
-from dashboard.regressions.triage import TriageChange, TriageRefused, group_triage
+from dashboard.regressions.triage import TriageChange, TriageRefused, group_comment_add, group_triage
 from tests.regressions.conftest import suite_create
 from tests.regressions.test_alerts import TTFT
 from tests.regressions.test_pages import group_create
 
 pytestmark = pytest.mark.django_db
+
+# Session and user, the group, its alerts, range commits, PRs, events, comments, notifications, bisection
+# runs, related groups, the triage form's choices: a fixed number whatever the thread's length.
+QUERIES_GROUP_PAGE = 19
 
 
 @pytest.fixture
@@ -52,15 +56,11 @@ def test_staff_triage_changes_the_group_and_keeps_who_changed_what(group, staff_
     client = Client()
     client.force_login(staff_user)
 
-    _post(client, group, status="investigating", assignee=staff_user.pk, notes="Sampler moved threads.")
-    _post(client, group, status="acknowledged", assignee=staff_user.pk, notes="Sampler moved threads.")
+    _post(client, group, status="investigating", assignee=staff_user.pk)
+    _post(client, group, status="wont_fix", assignee=staff_user.pk)
 
     group.refresh_from_db()
-    assert (group.status, group.assignee, group.notes) == (
-        "acknowledged",
-        staff_user,
-        "Sampler moved threads.",
-    )
+    assert (group.status, group.assignee) == ("wont_fix", staff_user)
     history = list(
         TriageEvent.objects.filter(group=group)
         .order_by("pk")
@@ -69,20 +69,138 @@ def test_staff_triage_changes_the_group_and_keeps_who_changed_what(group, staff_
     assert history == [
         ("triager", "status", "untriaged", "investigating"),
         ("triager", "assignee", "", "triager"),
-        ("triager", "notes", "", "Sampler moved threads."),
-        ("triager", "status", "investigating", "acknowledged"),
+        ("triager", "status", "investigating", "wont_fix"),
     ]
+    response = client.get(f"/alerts/{group.pk}/")
+    # The history reads as labels, newest first, with who and when.
+    entries = [(e.who, e.what, e.old, e.new) for e in response.context["detail"].history]
+    assert entries == [
+        ("triager", "Status", "Investigating", "Won't fix"),
+        ("triager", "Assignee", "", "triager"),
+        ("triager", "Status", "Untriaged", "Investigating"),
+    ]
+    page = response.content.decode()
+    assert "Untriaged → Investigating" in page and "Investigating → Won&#x27;t fix" in page
+    assert "untriaged → investigating" not in page and 'name="status"' in page
+
+
+def test_history_shows_a_long_old_note_whole(group, staff_user: User) -> None:
+    note = "The sampler moved onto the scheduler thread; " * 6 + "the end of the note."
+    TriageEvent.objects.create(group=group, user=staff_user, field="notes", old_value="", new_value=note)
+
+    page = Client().get(f"/alerts/{group.pk}/").content.decode()
+
+    assert "Notes" in page and "the end of the note." in page
+    assert "…" not in page.split('class="data history"')[1]
+
+
+def test_comments_form_a_thread_oldest_first_with_author_and_time(group, staff_user: User) -> None:
+    other = User.objects.create_user("second", password="pw", is_staff=True)
+    client = Client()
+    client.force_login(staff_user)
+    response = client.post(f"/alerts/{group.pk}/comments/", {"text": "Sampler moved threads."})
+    assert response.status_code == 302 and response["Location"].endswith(f"/alerts/{group.pk}/#comments")
+    group_comment_add(group_id=group.pk, user=other, text="  Confirmed on a re-run.  ")
+
+    comments = list(group.comments.values_list("author__username", "text"))
+    assert comments == [("triager", "Sampler moved threads."), ("second", "Confirmed on a re-run.")]
+    page = Client().get(f"/alerts/{group.pk}/").content.decode()
+    thread = page.split('id="comments"')[1].split("</section>")[0]
+    assert thread.index("Sampler moved threads.") < thread.index("Confirmed on a re-run.")
+    assert thread.index("triager") < thread.index("second")
+    first = group.comments.first()
+    assert first is not None and first.created_at.strftime("%Y-%m-%d %H:%M") + " UTC" in thread
+    # Visitors read the thread but get no form.
+    assert 'name="text"' not in page
+
+
+def test_only_staff_comment_and_an_empty_comment_is_refused(
+    group, staff_user: User, django_user_model: type[User]
+) -> None:
+    member = Client()
+    member.force_login(django_user_model.objects.create_user("reader", password="pw"))
+    member.post(f"/alerts/{group.pk}/comments/", {"text": "hello"})
+    Client().post(f"/alerts/{group.pk}/comments/", {"text": "hello"})
+    with pytest.raises(TriageRefused):
+        group_comment_add(group_id=group.pk, user=staff_user, text="   ")
+
+    assert not group.comments.exists()
+
+
+def test_alerts_follow_the_group_status_unless_set_individually(group, staff_user: User) -> None:
+    throughput = group.alerts.get(series__metric="output_throughput_tok_s")
+    ttft = group.alerts.get(series__metric=TTFT)
+    group_triage(
+        group_id=group.pk,
+        user=staff_user,
+        change=TriageChange(alert_ids=[throughput.pk], alert_status=TriageStatus.INVALID),
+    )
+
+    group_triage(group_id=group.pk, user=staff_user, change=TriageChange(status=TriageStatus.INVESTIGATING))
+    assert dict(group.alerts.values_list("series__metric", "status")) == {
+        "output_throughput_tok_s": "invalid",  # set on the alert itself: kept
+        TTFT: "investigating",  # followed the group
+    }
+    group_triage(group_id=group.pk, user=staff_user, change=TriageChange(status=TriageStatus.FIXED))
+    ttft.refresh_from_db()
+    throughput.refresh_from_db()
+    assert (ttft.status, throughput.status) == ("fixed", "invalid")
+    assert throughput.status_set_individually and not ttft.status_set_individually
+
+    # Told to follow the group again, the alert takes its status and moves with it.
+    group_triage(
+        group_id=group.pk, user=staff_user, change=TriageChange(alert_ids=[throughput.pk], alerts_follow=True)
+    )
+    group_triage(group_id=group.pk, user=staff_user, change=TriageChange(status=TriageStatus.ACKNOWLEDGED))
+    assert set(group.alerts.values_list("status", flat=True)) == {"acknowledged"}
+    assert not group.alerts.filter(status_set_individually=True).exists()
+
+
+def test_the_group_page_marks_alerts_set_individually(group, staff_user: User) -> None:
+    client = Client()
+    client.force_login(staff_user)
+    throughput = group.alerts.get(series__metric="output_throughput_tok_s")
+
+    _post(client, group, status="investigating", alerts=[throughput.pk], alert_status="invalid")
+
     page = client.get(f"/alerts/{group.pk}/").content.decode()
-    assert "Sampler moved threads." in page and "investigating" in page and 'name="status"' in page
+    assert page.count("set individually</span>") == 1
+    assert dict(group.alerts.values_list("series__metric", "status")) == {
+        "output_throughput_tok_s": "invalid",
+        TTFT: "investigating",
+    }
+
+
+def test_the_group_page_needs_as_many_queries_for_many_comments_as_for_one(
+    group, staff_user: User, django_assert_max_num_queries
+) -> None:
+    client = Client()
+    client.force_login(staff_user)
+    group_comment_add(group_id=group.pk, user=staff_user, text="first")
+    group_triage(group_id=group.pk, user=staff_user, change=TriageChange(status=TriageStatus.INVESTIGATING))
+    with django_assert_max_num_queries(QUERIES_GROUP_PAGE):
+        assert client.get(f"/alerts/{group.pk}/").status_code == 200
+    for index in range(10):
+        group_comment_add(group_id=group.pk, user=staff_user, text=f"comment {index}")
+        group_triage(
+            group_id=group.pk,
+            user=staff_user,
+            change=TriageChange(status=TriageStatus.FIXED if index % 2 else TriageStatus.INVESTIGATING),
+        )
+    with django_assert_max_num_queries(QUERIES_GROUP_PAGE):
+        response = client.get(f"/alerts/{group.pk}/")
+    assert len(response.context["detail"].comments) == 11
 
 
 def test_a_bulk_action_sets_the_status_of_every_alert_of_the_group(group, staff_user: User) -> None:
     client = Client()
     client.force_login(staff_user)
 
-    _post(client, group, status="invalid", alert_status="invalid")
+    _post(client, group, status="investigating", alert_status="invalid")
 
-    assert set(group.alerts.values_list("status", flat=True)) == {TriageStatus.INVALID}
+    assert set(group.alerts.values_list("status", "status_set_individually")) == {
+        (TriageStatus.INVALID, True)
+    }
     assert TriageEvent.objects.filter(group=group, alert__isnull=False, new_value="invalid").count() == 2
 
 
