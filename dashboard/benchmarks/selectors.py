@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 
 from django.conf import settings
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Subquery, Window
@@ -248,6 +248,40 @@ def suite_facets(*, suite: Suite) -> list[HardwareFacet]:
         )
         for hardware_class in sorted(levels)
     ]
+
+
+@dataclass(frozen=True)
+class TimelineSpan:
+    """What a timeline shows under its filters: succeeded runs, the commits they measured, their dates."""
+
+    run_count: int
+    commit_count: int
+    first_commit_at: datetime | None
+    last_commit_at: datetime | None
+
+
+def timeline_span(
+    *, suite: Suite, hardware_class: str, date_from: date | None, date_to: date | None
+) -> TimelineSpan:
+    """Runs and commits of `suite` on `hardware_class` whose commit date lies in [date_from, date_to], as the
+    charts filter them (the UTC day of the commit). One query."""
+    runs = Run.objects.succeeded().for_suite(suite, hardware_class)
+    if date_from:
+        runs = runs.filter(commit__committed_at__date__gte=date_from)
+    if date_to:
+        runs = runs.filter(commit__committed_at__date__lte=date_to)
+    row = runs.aggregate(
+        run_count=Count("id"),
+        commit_count=Count("commit", distinct=True),
+        first_at=Min("commit__committed_at"),
+        last_at=Max("commit__committed_at"),
+    )
+    return TimelineSpan(
+        run_count=row["run_count"],
+        commit_count=row["commit_count"],
+        first_commit_at=row["first_at"],
+        last_commit_at=row["last_at"],
+    )
 
 
 def suites_sparklines(

@@ -23,7 +23,12 @@ from dashboard.github.selectors import tracking_issues_active
 from dashboard.github.timeline import tracking_toggles
 from dashboard.regressions.selectors import alert_groups_naming, alert_groups_open
 from dashboard.web.figures import CommitUrl, concurrency_color
-from dashboard.web.filters import STATISTICS, FilterInvalid, TimelineFilters, timeline_filters_parse
+from dashboard.web.filters import (
+    STATISTICS,
+    TimelineFilters,
+    timeline_problems_unknown,
+    timeline_request_read,
+)
 from dashboard.web.load_curves import load_curve_section
 from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, overview_cards
 
@@ -128,19 +133,33 @@ def suite_timeline(request: HttpRequest, suite: str) -> HttpResponse:
         if suite_row.hardware_class in hardware_classes or not hardware_classes
         else hardware_classes[0]
     )
-    status, filter_error = 200, ""
-    try:
-        filters = timeline_filters_parse(query=request.GET, default_hardware=default_hardware)
-    except FilterInvalid as error:
-        filters, status, filter_error = TimelineFilters(hardware_class=default_hardware), 400, str(error)
+    asked = timeline_request_read(query=request.GET, default_hardware=default_hardware)
+    filters = asked.filters
+    measured = {
+        facet.hardware_class: tuple(level for level in facet.concurrencies if level != WHOLE_RUN)
+        for facet in facets
+    }
+    unknown = timeline_problems_unknown(filters=filters, measured=measured)
     facet = next((f for f in facets if f.hardware_class == filters.hardware_class), None)
     context = {
         "suite": suite_row,
         "facets": facets,
-        "filter_error": filter_error,
+        # A value that cannot be read is a bad request; a well-formed one that names nothing is not.
+        "filter_problems": [*asked.problems, *unknown],
+        "unknown_hardware": filters.hardware_class if facet is None and facets else "",
+        "unknown_levels": [int(problem.value) for problem in unknown if problem.name == "concurrency"],
+        "unknown_statistic": next(iter(asked.unknown("stat")), ""),
+        "unreadable_dates": {name: next(iter(asked.unknown(name)), "") for name in ("from", "to")},
+        "span": selectors.timeline_span(
+            suite=suite_row,
+            hardware_class=filters.hardware_class,
+            date_from=filters.date_from,
+            date_to=filters.date_to,
+        ),
         **_timeline_context(suite_row, facet, filters),
         "tracking_toggles": tracking_toggles(issues=tracking_issues_active(), selection=filters.tracking),
     }
+    status = 400 if asked.problems else 200
     return render(request, "web/timeline.html", context, status=status)
 
 
