@@ -9,7 +9,6 @@ are upserts behind unique constraints, so concurrent or repeated detection never
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -21,7 +20,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series
-from dashboard.regressions.alert_groups import AlertValues, alert_store
+from dashboard.regressions.alert_groups import AlertValues, alerts_store
 from dashboard.regressions.attribution import LocatedChange, SeriesHistory, changes_locate
 from dashboard.regressions.bisection import group_bisect, groups_around
 from dashboard.regressions.models import (
@@ -36,8 +35,8 @@ from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.selectors import (
     CommitWindow,
     WindowCommit,
-    commit_values,
     commit_window,
+    window_values,
 )
 from dashboard.regressions.thresholds import Threshold, threshold_resolve, thresholds_for_suite
 
@@ -169,21 +168,17 @@ def _range_reason(*, change: LocatedChange, commits: Sequence[WindowCommit]) -> 
 def _history_build(
     *, series: Sequence[Series], thresholds: dict[int, Threshold], commits: Sequence[WindowCommit]
 ) -> list[SeriesHistory]:
-    commit_ids = [commit.commit_id for commit in commits]
-    values = commit_values(series_ids=[item.pk for item in series], commit_ids=commit_ids)
-    histories = []
-    for item in series:
-        measured = values.get(item.pk, {})
-        histories.append(
-            SeriesHistory(
-                key=item.pk,
-                values=[measured[cid].value if cid in measured else math.nan for cid in commit_ids],
-                runs=[measured[cid].runs if cid in measured else 1 for cid in commit_ids],
-                min_relative_change=thresholds[item.pk].min_relative_change,
-                p_threshold=thresholds[item.pk].p_threshold,
-            )
+    found = window_values(series_ids=[item.pk for item in series], commit_ids=[c.commit_id for c in commits])
+    return [
+        SeriesHistory(
+            key=item.pk,
+            values=found[item.pk].values,
+            runs=found[item.pk].runs,
+            min_relative_change=thresholds[item.pk].min_relative_change,
+            p_threshold=thresholds[item.pk].p_threshold,
         )
-    return histories
+        for item in series
+    ]
 
 
 def _window_analyse(
@@ -242,17 +237,26 @@ def _window_analyse(
                     for group in known
                 ]
                 AlertGroup.objects.filter(pk=group_id).update(range_reason=reason)
-        for series_change in change.changes:
-            item = by_id[int(cast(int, series_change.key))]
-            values = AlertValues(
-                kind=_alert_kind(series=item, change_pct=series_change.change_pct),
-                before=series_change.before,
-                after=series_change.after,
-                change_pct=series_change.change_pct,
-                p_value=series_change.p_value,
-            )
-            _, created = alert_store(group_id=group_id, series=item, values=values)
-            created_count += created
+        moved = [
+            (by_id[int(cast(int, series_change.key))], series_change) for series_change in change.changes
+        ]
+        stored = alerts_store(
+            group_id=group_id,
+            alerts=[
+                (
+                    item,
+                    AlertValues(
+                        kind=_alert_kind(series=item, change_pct=series_change.change_pct),
+                        before=series_change.before,
+                        after=series_change.after,
+                        change_pct=series_change.change_pct,
+                        p_value=series_change.p_value,
+                    ),
+                )
+                for item, series_change in moved
+            ],
+        )
+        created_count += sum(created for _, created in stored)
         group_ids.add(group_id)
     return DetectionOutcome(
         series_analysed=len(series), alerts_created=created_count, group_ids=frozenset(group_ids)

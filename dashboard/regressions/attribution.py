@@ -31,7 +31,6 @@ culprit lies after point ``first - 1`` up to and including point ``last``.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -180,13 +179,27 @@ def _side_distances(*, signal: FloatArray, sigma: float) -> FloatArray:
     compact = signal[present]
     padded = np.concatenate((np.full(NEIGHBOURS, np.nan), compact, np.full(NEIGHBOURS, np.nan)))
     windows = np.lib.stride_tricks.sliding_window_view(padded, NEIGHBOURS)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN sides at the ends
-        before = np.nanmedian(windows[: compact.size], axis=1)
-        after = np.nanmedian(windows[NEIGHBOURS + 1 : NEIGHBOURS + 1 + compact.size], axis=1)
+    before = _window_nanmedians(windows[: compact.size])
+    after = _window_nanmedians(windows[NEIGHBOURS + 1 : NEIGHBOURS + 1 + compact.size])
+    with np.errstate(invalid="ignore"):  # all-NaN sides at the ends
         distance = np.fmin(np.abs(compact - before), np.abs(compact - after)) / sigma
     scores[present] = np.nan_to_num(distance, nan=0.0)
     return scores
+
+
+def _window_nanmedians(windows: FloatArray) -> FloatArray:
+    """np.nanmedian along each row, to the bit, in a few array operations: numpy's own loops over rows
+    this short in Python, which was a third of detection's time. NaN where a row has no value."""
+    ordered = np.sort(windows, axis=1)  # NaN sorts last
+    counts = np.count_nonzero(~np.isnan(windows), axis=1)
+    rows = np.arange(ordered.shape[0])
+    upper = ordered[rows, counts // 2]
+    lower = ordered[rows, np.maximum((counts - 1) // 2, 0)]
+    # An odd count has one middle value; an even count the mean of two, which numpy computes as a sum
+    # halved.
+    with np.errstate(invalid="ignore"):
+        medians = np.where(counts % 2 == 1, upper, (lower + upper) / 2.0)
+    return np.where(counts > 0, medians, np.nan)
 
 
 def _outliers_mark(prepared: list[_Prepared]) -> None:

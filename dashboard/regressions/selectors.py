@@ -6,6 +6,7 @@ beside the others, so the query-count tests of the alert pages pin one module.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Literal
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F, Max, Min, Prefetch, Q, QuerySet
+from django.db.models import Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet
 from django.urls import reverse
 from django.utils.text import capfirst
 
@@ -27,7 +28,8 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Series,
     Suite,
-    main_order_sql,
+    main_order,
+    main_order_key,
 )
 from dashboard.benchmarks.statistics import CommitValue, commit_value
 from dashboard.github.models import CommitRevert, PullRequest
@@ -80,70 +82,113 @@ class SeriesWindow:
     at_series_end: bool
 
 
-def _commits_sql() -> str:
-    run, commit = Run._meta.db_table, Commit._meta.db_table
-    return f"""
-        WITH benchmarked AS (
-            SELECT c.id AS commit_id, c.position,
-                   ROW_NUMBER() OVER (
-                       ORDER BY {main_order_sql(alias="c")}
-                   ) AS rank
-            FROM {commit} c
-            WHERE c.id IN (
-                SELECT r.commit_id FROM {run} r
-                WHERE r.suite_id = %(suite_id)s AND r.hardware_class = %(hardware_class)s
-                  AND r.status = %(succeeded)s
-            )
-        ),
-        target AS (
-            SELECT COALESCE(
-                (SELECT rank FROM benchmarked WHERE commit_id = %(commit_id)s),
-                (SELECT MAX(rank) FROM benchmarked)
-            ) AS rank
-        )
-        SELECT b.commit_id, b.position, b.rank, (SELECT MAX(rank) FROM benchmarked)
-        FROM benchmarked b, target t
-        WHERE b.rank BETWEEN t.rank - %(before)s AND t.rank + %(after)s
-        ORDER BY b.rank
-    """
-
-
 def commit_window(
     *, suite_id: int, hardware_class: str, commit_id: int | None = None, size: int | None = None
 ) -> CommitWindow:
     """At most `size` benchmarked commits around `commit_id`: up to half of them after it, the rest up to
-    it; without a commit (or for the newest) the trailing window. Only the window leaves the database.
+    it; without a commit (or for the newest) the trailing window.
 
-    Every series of the suite and hardware class is analysed over this one list, so a run's series all see
-    the same commits even while other runs are being stored.
+    Only the window is read: each side is an index walk in main order from the commit that stops after
+    the commits it needs, so the cost does not grow with the history. Every series of the suite and
+    hardware class is analysed over this one list, so a run's series all see the same commits even
+    while other runs are being stored.
     """
     size = size or settings.PERFWATCH_DETECTION_WINDOW
-    after = size // 2
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _commits_sql(),
-            {
-                "suite_id": suite_id,
-                "hardware_class": hardware_class,
-                "succeeded": RunStatus.SUCCEEDED.value,
-                "commit_id": commit_id if commit_id is not None else -1,
-                "before": size - 1,
-                "after": after,
-            },
+    benchmarked = Commit.objects.filter(
+        Exists(
+            Run.objects.filter(
+                commit_id=OuterRef("pk"),
+                suite_id=suite_id,
+                hardware_class=hardware_class,
+                status=RunStatus.SUCCEEDED,
+            )
         )
-        rows = cursor.fetchall()
-    if not rows:
-        return CommitWindow(commits=(), at_start=True, at_end=True)
-    total = int(rows[0][3])
-    target_rank = next((int(rank) for cid, _, rank, _ in rows if cid == commit_id), total)
-    newer = min(after, total - target_rank)
-    first_rank = max(1, target_rank + newer - size + 1)
-    kept = [row for row in rows if first_rank <= int(row[2]) <= target_rank + newer]
-    return CommitWindow(
-        commits=tuple(WindowCommit(commit_id=int(cid), position=position) for cid, position, _, _ in kept),
-        at_start=int(kept[0][2]) == 1,
-        at_end=int(kept[-1][2]) == total,
     )
+    fields = ("pk", "position", "committed_at")
+    target = benchmarked.filter(pk=commit_id).values_list(*fields).first() if commit_id is not None else None
+    if target is None:
+        # The trailing window: the newest commits, and one more to tell whether it reaches the oldest.
+        newest = benchmarked.order_by(*main_order(newest_first=True)).values_list(*fields)[: size + 1]
+        ordered = list(reversed(newest))
+        return _window_around(ordered=ordered, target=len(ordered) - 1, size=size)
+    if target[1] is None:
+        # A commit off main's history sorts after all of it: rare, so the whole list is read.
+        ordered = list(benchmarked.order_by(*main_order()).values_list(*fields))
+        return _window_around(ordered=ordered, target=ordered.index(target), size=size)
+    position = target[1]
+    # Strictly before and strictly after the commit's position, each one beyond what a window can hold,
+    # so that a side cut short here is one the window does not reach the end of. Commits of another
+    # repository can share the position: they are ordered among themselves in Python.
+    older = benchmarked.filter(position__lt=position).order_by(*main_order(newest_first=True))
+    newer = benchmarked.filter(Q(position__gt=position) | Q(position__isnull=True)).order_by(*main_order())
+    level = sorted(benchmarked.filter(position=position).values_list(*fields), key=_main_key)
+    ordered = [
+        *reversed(older.values_list(*fields)[: size + 1]),
+        *level,
+        *newer.values_list(*fields)[: size // 2 + 1],
+    ]
+    return _window_around(ordered=ordered, target=ordered.index(target), size=size)
+
+
+def _main_key(commit: tuple[int, int | None, datetime | None]) -> tuple[bool, int, float, int]:
+    return main_order_key(position=commit[1], committed_at=commit[2], commit_id=commit[0])
+
+
+def _window_around(
+    *, ordered: Sequence[tuple[int, int | None, datetime | None]], target: int, size: int
+) -> CommitWindow:
+    """The window of `size` around `ordered[target]` (up to half of it after), from benchmarked commits in
+    main order that hold at least the window and, where there are any, one more on each side."""
+    if not ordered:
+        return CommitWindow(commits=(), at_start=True, at_end=True)
+    newer = min(size // 2, len(ordered) - 1 - target)
+    end = target + newer + 1
+    start = max(0, end - size)
+    return CommitWindow(
+        commits=tuple(
+            WindowCommit(commit_id=pk, position=position) for pk, position, _ in ordered[start:end]
+        ),
+        at_start=start == 0,
+        at_end=end == len(ordered),
+    )
+
+
+def _succeeded_runs(
+    *, series_ids: Sequence[int], commit_ids: Sequence[int]
+) -> dict[tuple[int, int], list[float]]:
+    """Per (series, commit), the values of its succeeded runs.
+
+    Two queries whatever the number of series: the points from the covering index of measurements
+    (no table rows read), then the status of the few runs behind them, so the thousands of points of a
+    window are not each joined to their run.
+    """
+    fields = ("series_id", "commit_id", "run_id", "value")
+    if connection.vendor == "postgresql":
+        # Array parameters: with IN lists the planner scans every point of the series and filters the
+        # commits, instead of descending the index to each (series, commit) pair.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {', '.join(fields)} FROM {Measurement._meta.db_table} "
+                "WHERE series_id = ANY(%s) AND commit_id = ANY(%s)",
+                [list(series_ids), list(commit_ids)],
+            )
+            rows = cursor.fetchall()
+    else:
+        rows = list(
+            Measurement.objects.filter(series_id__in=series_ids, commit_id__in=commit_ids).values_list(
+                *fields
+            )
+        )
+    succeeded = set(
+        Run.objects.filter(
+            pk__in={run_id for _, _, run_id, _ in rows}, status=RunStatus.SUCCEEDED
+        ).values_list("pk", flat=True)
+    )
+    runs: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for series_id, commit_id, run_id, value in rows:
+        if run_id in succeeded:
+            runs[(series_id, commit_id)].append(value)
+    return runs
 
 
 def commit_values(
@@ -151,16 +196,40 @@ def commit_values(
 ) -> dict[int, dict[int, CommitValue]]:
     """Each series' value at each of the commits that has one: the median of its succeeded runs, with
     their spread (:func:`statistics.commit_value`, the one rule every page and the detector use)."""
-    runs: dict[tuple[int, int], list[float]] = defaultdict(list)
-    rows = Measurement.objects.filter(
-        series_id__in=series_ids, run__status=RunStatus.SUCCEEDED, commit_id__in=commit_ids
-    ).values_list("series_id", "commit_id", "value")
-    for series_id, commit_id, value in rows.iterator(chunk_size=5000):
-        runs[(series_id, commit_id)].append(value)
     values: dict[int, dict[int, CommitValue]] = defaultdict(dict)
-    for (series_id, commit_id), measured in runs.items():
+    for (series_id, commit_id), measured in _succeeded_runs(
+        series_ids=series_ids, commit_ids=commit_ids
+    ).items():
         values[series_id][commit_id] = commit_value(measured)
     return values
+
+
+@dataclass(frozen=True)
+class WindowValues:
+    """One series over a window's commits, in their order: NaN and one run where it has no value."""
+
+    values: list[float]
+    runs: list[int]
+
+
+def window_values(*, series_ids: Sequence[int], commit_ids: Sequence[int]) -> dict[int, WindowValues]:
+    """Every series over the commits, as detection reads them: the value of each commit is
+    :func:`commit_values`' (the median of its runs), built without an object per point."""
+    index_of = {commit_id: index for index, commit_id in enumerate(commit_ids)}
+    found = {
+        series_id: WindowValues(values=[math.nan] * len(commit_ids), runs=[1] * len(commit_ids))
+        for series_id in series_ids
+    }
+    for (series_id, commit_id), measured in _succeeded_runs(
+        series_ids=series_ids, commit_ids=commit_ids
+    ).items():
+        window, index = found[series_id], index_of[commit_id]
+        if len(measured) == 1:
+            window.values[index] = measured[0]
+        else:
+            window.values[index] = commit_value(measured).value
+            window.runs[index] = len(measured)
+    return found
 
 
 def series_points(*, series_id: int, commits: Sequence[WindowCommit]) -> list[SeriesPoint]:
