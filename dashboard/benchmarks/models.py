@@ -113,7 +113,10 @@ class CommitQuerySet(QuerySet["Commit"]):
 
 
 class Commit(models.Model):
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="commits")
+    # No single-column index: the unique (repository, sha) and (repository, position) lead with it.
+    repository = models.ForeignKey(
+        Repository, on_delete=models.CASCADE, related_name="commits", db_index=False
+    )
     sha = models.CharField(max_length=40)
     parents = models.JSONField(default=list, blank=True)
     author_name = models.CharField(max_length=200, blank=True)
@@ -133,7 +136,11 @@ class Commit(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["repository", "sha"], name="commit_unique_sha")]
-        indexes = [models.Index(fields=["repository", "position"])]
+        indexes = [
+            models.Index(fields=["repository", "position"]),
+            # Main's order (nulls last, as main_order sorts): detection's window walks it from a commit.
+            models.Index(fields=["position", "committed_at", "id"], name="commit_main_order"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.short_sha} {self.subject}".strip()
@@ -247,8 +254,9 @@ class Run(models.Model):
         RUNNER = "runner"
         INGEST = "ingest", "report ingest"
 
-    commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="runs")
-    suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs")
+    # Indexed by the composites below, which lead with them, rather than on their own.
+    commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="runs", db_index=False)
+    suite = models.ForeignKey(Suite, on_delete=models.PROTECT, related_name="runs", db_index=False)
     runner = models.ForeignKey(Runner, on_delete=models.SET_NULL, null=True, blank=True, related_name="runs")
     hardware_class = models.SlugField(max_length=50)
     source = models.CharField(max_length=20, choices=Source.choices, default=Source.INGEST)
@@ -297,6 +305,8 @@ class Run(models.Model):
         ]
         indexes = [
             models.Index(fields=["suite", "hardware_class", "status"]),
+            # Whether a commit was benchmarked by a suite on a hardware class, without reading the run.
+            models.Index(fields=["commit", "suite", "hardware_class", "status"], name="run_commit_scope"),
             # The runs list, newest finished first.
             models.Index(F("finished_at").desc(nulls_last=True), F("id").desc(), name="run_finished_newest"),
         ]
@@ -322,7 +332,8 @@ class SeriesQuerySet(QuerySet["Series"]):
 class Series(models.Model):
     """One line on a chart: (suite, concurrency, metric with its statistic, hardware class)."""
 
-    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="series")
+    # No single-column index: the unique (suite, hardware_class, concurrency, metric) leads with it.
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="series", db_index=False)
     hardware_class = models.SlugField(max_length=50)
     concurrency = models.PositiveIntegerField()
     metric = models.CharField(max_length=50, help_text="e.g. ttft_ms_p99")

@@ -110,7 +110,8 @@ class AlertGroup(models.Model):
     culprit, head included.
     """
 
-    base_commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="+")
+    # No single-column index: the unique (base_commit, head_commit) leads with it.
+    base_commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="+", db_index=False)
     head_commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="+")
     kind = models.CharField(max_length=20, choices=GroupKind.choices)
     state = models.CharField(
@@ -153,7 +154,8 @@ class Alert(models.Model):
         MANUAL = "manual", "marked by hand"
 
     group = models.ForeignKey(AlertGroup, on_delete=models.CASCADE, related_name="alerts")
-    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="alerts")
+    # No single-column index: the unique (series, group) leads with it.
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="alerts", db_index=False)
     kind = models.CharField(max_length=20, choices=AlertKind.choices)
     source = models.CharField(max_length=20, choices=Source.choices, default=Source.DETECTOR)
     before_value = models.FloatField()
