@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -13,6 +14,15 @@ from dashboard.regressions.triage import TriageChange
 
 SORTS = (("date", "newest range first"), ("size", "largest change first"))
 FOLLOW_GROUP = "group"
+
+
+@dataclass(frozen=True)
+class UnknownFilter:
+    """A filter value the alerts page cannot use as asked: its control shows it marked, the page says why."""
+
+    name: str
+    value: str
+    message: str
 
 
 class AlertFilterForm(forms.Form):
@@ -34,6 +44,29 @@ class AlertFilterForm(forms.Form):
             kind=data.get("kind") or "",
             sort="size" if sort == "size" else "date",
         )
+
+    def unknown(self, *, suites: list[str], hardware_classes: list[str]) -> list[UnknownFilter]:
+        """Values asked for that name nothing: a suite or hardware class without alerts (applied, so the
+        list is empty), a status, kind or sort that does not exist (ignored)."""
+        filters = self.filters()
+        found = []
+        for name, value, known in (
+            ("suite", filters.suite, suites),
+            ("hardware", filters.hardware_class, hardware_classes),
+        ):
+            if value and value not in known:
+                message = (
+                    f"No alert group has a {name} named {value!r} (there are: {', '.join(known) or 'none'})"
+                )
+                found.append(UnknownFilter(name=name, value=value, message=message))
+        choices = {"status": TriageStatus.choices, "kind": GroupKind.choices, "sort": SORTS}
+        for name, known_choices in choices.items():
+            if name in self.errors:
+                value = str(self.data.get(name, ""))
+                labels = ", ".join(str(choice) for choice, _ in known_choices)
+                message = f"{value!r} is not a {name} (one of: {labels}): this filter is ignored"
+                found.append(UnknownFilter(name=name, value=value, message=message))
+        return found
 
 
 class GroupTriageForm(forms.Form):

@@ -49,6 +49,10 @@ def alerts(request: HttpRequest) -> HttpResponse:
             "rows": selectors.alert_group_rows(groups=list(page.object_list)),
             "suites": suites,
             "hardware_classes": hardware_classes,
+            "unknown": {
+                problem.name: problem
+                for problem in form.unknown(suites=suites, hardware_classes=hardware_classes)
+            },
             "statuses": TriageStatus.choices,
             "kinds": GroupKind.choices,
             "query": urlencode(kept),

@@ -79,7 +79,25 @@ def test_an_invalid_filter_is_ignored_and_said_so() -> None:
     response = Client().get("/alerts/", {"kind": "catastrophe"})
 
     assert [row.group.pk for row in response.context["rows"]] == [group.pk]
-    assert "Filter ignored" in response.content.decode()
+    html = response.content.decode()
+    assert (
+        "&#x27;catastrophe&#x27; is not a kind (one of: regression, improvement, trade_off): "
+        "this filter is ignored." in html
+    )
+    # The selector shows what was asked, marked, not "any kind".
+    assert 'value="catastrophe" selected class="unknown" data-unknown>catastrophe (unknown, ignored)' in html
+
+
+def test_an_unknown_suite_or_hardware_is_named_kept_in_its_selector_and_applied() -> None:
+    group_create(suite=suite_create(name="kimi-k3-8k1k"), change_pct=-6.0)
+
+    response = Client().get("/alerts/", {"hardware": "h100", "suite": "kimi-k3-8k1k"})
+
+    assert response.context["rows"] == []
+    html = response.content.decode()
+    assert "No alert group has a hardware named &#x27;h100&#x27; (there are: b300)." in html
+    assert 'value="h100" selected class="unknown" data-unknown>h100 (unknown)' in html
+    assert 'value="kimi-k3-8k1k" selected>' in html  # the known one stays as it was
 
 
 def test_the_alerts_page_needs_the_same_queries_for_three_groups_as_for_twelve(

@@ -44,3 +44,30 @@ def test_the_header_shows_who_is_signed_in_on_every_page_and_signs_out(browser, 
     # Signed out for real: the admin asks for a sign-in again.
     browser.page.goto(browser.base_url + "/admin/")
     assert "/admin/login/" in browser.page.url
+
+
+SELECTED = """
+(name) => {
+  const select = document.querySelector(`select[name=${name}]`);
+  return [select.value, select.selectedOptions[0].text];
+}
+"""
+
+
+def test_an_unknown_filter_value_is_said_and_stays_selected(browser, build_history) -> None:
+    build_history(commits=3)
+
+    browser.open("/suites/kimi-k3-8k1k/?hardware=h100")
+
+    problem = browser.page.locator("[data-filter-problem=hardware]")
+    assert problem.is_visible()
+    assert problem.inner_text() == "No measurements of this suite on hardware 'h100': it is measured on b300."
+    assert browser.page.evaluate(SELECTED, "hardware") == ["h100", "h100 (unknown)"]
+
+    response = browser.page.goto(f"{browser.base_url}/alerts/?hardware=h100&kind=catastrophe")
+    assert response is not None and response.ok
+    assert browser.page.locator("[data-filter-problem=hardware]").is_visible()
+    assert browser.page.locator("[data-filter-problem=kind]").is_visible()
+    assert browser.page.evaluate(SELECTED, "hardware") == ["h100", "h100 (unknown)"]
+    assert browser.page.evaluate(SELECTED, "kind") == ["catastrophe", "catastrophe (unknown, ignored)"]
+    assert browser.console_errors == []
