@@ -92,12 +92,10 @@ def guidellm_argv(
     for key, value in labels.items():
         label_args += ["--label", f"{key}={value}"]
     slo = guidellm_slo(objectives=objectives)
-    metrics_args: tuple[str, ...] = ()
-    if slo:
-        metrics_args = (
-            "--metrics",
-            "kind=generative," + ",".join(f"slo.{name}={limit:g}" for name, limit in sorted(slo.items())),
-        )
+    # sample_size=0: every request keeps its timings and token counts (and an errored one its error), but
+    # no request keeps its prompt or output text, which made most of a long-prompt report's bytes.
+    metrics_options = ["kind=generative", "sample_size=0"]
+    metrics_options += [f"slo.{name}={limit:g}" for name, limit in sorted(slo.items())]
     return (
         str(guidellm),
         "run",
@@ -113,7 +111,8 @@ def guidellm_argv(
         f"kind=huggingface_auto,model={tokenizer}",
         "--seed",
         f"kind=static,value={benchmark.seed}",
-        *metrics_args,
+        "--metrics",
+        ",".join(metrics_options),
         *label_args,
         "--output",
         f"kind=json,path={output_path}",

@@ -40,6 +40,7 @@ def test_command_for_the_reference_suite_is_guidellm_run_with_every_setting():
         "--data", "kind=synthetic_text,prompt_tokens=8000,output_tokens=1000",
         "--tokenizer", "kind=huggingface_auto,model=moonshotai/Kimi-K3",
         "--seed", "kind=static,value=42",
+        "--metrics", "kind=generative,sample_size=0",
         "--label", "vllm_commit=82a85dc1",
         "--label", "suite=kimi-k3-8k1k",
         "--label", "runner=b300-a",
@@ -68,7 +69,10 @@ def test_sweep_suite_asks_for_guidellm_sweep_and_its_objectives_per_request():
     assert argv[argv.index("--profile") + 1] == "kind=sweep,sweep_size=4,max_concurrency=16"
     assert "--override" not in argv
     # ITL objectives are guidellm's per-request tpot (it excludes the first token, as ITL does).
-    assert argv[argv.index("--metrics") + 1] == "kind=generative,slo.tpot_ms=150,slo.ttft_ms=500"
+    assert (
+        argv[argv.index("--metrics") + 1] == "kind=generative,sample_size=0,slo.tpot_ms=150,slo.ttft_ms=500"
+    )
+    assert argv.count("--metrics") == 1
 
 
 def test_latency_objectives_become_milliseconds_and_the_tightest_limit_wins():
@@ -94,7 +98,8 @@ def test_dcp_suite_sends_a_shared_prefix_before_the_unique_tokens():
         "kind=synthetic_text,prompt_tokens=6000,output_tokens=400,prefix_tokens=114000,prefix_count=1"
     )
     assert argv[argv.index("--override") + 2] == "1"
-    assert "--metrics" not in argv
+    # No objectives: the metrics option only keeps the texts of prompts and outputs out of the report.
+    assert argv[argv.index("--metrics") + 1] == "kind=generative,sample_size=0"
 
 
 def run_fake(tmp_path, *, mode, report=REAL_REPORT, expected=(1, 2, 4), timeout_s=30.0):

@@ -3,8 +3,12 @@
 The server is a double (`fake_vllm_server.py`, its name says so): a real HTTP server that streams
 completions like vLLM and makes its very first request wait 12 s, as a real server paying its one-time
 costs on a busy node did; the tiny suite's levels last 8 s. guidellm's environment and the tokenizer are
-the real cached ones (built on first use, about two minutes).
+the real cached ones (built on first use, about two minutes). The same run shows that guidellm accepts the
+runner's `--metrics kind=generative,sample_size=0`: its report keeps every request's timings and token
+counts and none of the prompt or output texts.
 """
+
+import json
 
 import pytest
 
@@ -41,3 +45,9 @@ def test_a_first_token_slower_than_a_level_is_absorbed_by_the_warm_up(
     assert report.concurrencies == (1, 2)
     assert all(level.metrics["requests_successful"] >= 1 for level in report.levels)
     assert all(level.metrics["requests_errored"] == 0 for level in report.levels)
+    assert "sample_size=0" in outcome.commands["benchmark"][0]
+    levels = json.loads(outcome.raw_report)["benchmarks"]
+    assert [level["config"]["sample_size"] for level in levels] == [0, 0]
+    requests = [request for level in levels for request in level["requests"]["successful"]]
+    assert requests and all(r["request_latency"] > 0 and r["output_tokens"] > 0 for r in requests)
+    assert all(r["request_args"] is None and r["output"] is None for r in requests)
