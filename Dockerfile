@@ -12,7 +12,7 @@ COPY templates ./templates
 COPY manage.py ./
 # Static files are collected at build time, as root; at run time the app writes only under var/.
 RUN pip install --no-cache-dir . && python manage.py collectstatic --no-input \
-    && mkdir -p var && chown -R perfwatch:perfwatch var
+    && mkdir -p var/media && chown -R perfwatch:perfwatch var
 USER perfwatch
 EXPOSE 8000
 CMD ["gunicorn", "dashboard.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "60"]

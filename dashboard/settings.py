@@ -132,8 +132,30 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every star
 # `collectstatic` names every file after its content and writes gzip and brotli copies beside it: WhiteNoise
 # serves the hashed names with a far-future immutable Cache-Control, and the compressed copy the browser
 # accepts. Every place that serves pages collects first (Dockerfile, `make demo`, `make bench`, tests).
+# Raw reports (gzip) live in the default storage, not in the database: files under MEDIA_ROOT, or with
+# PERFWATCH_REPORTS_BUCKET any S3-compatible store (AWS, MinIO, R2...) through django-storages. Never
+# published under a URL of their own: the run page's link serves them through the app.
+MEDIA_ROOT = BASE_DIR / env.str("MEDIA_ROOT", default="var/media")  # relative: to the checkout
+PERFWATCH_REPORTS_BUCKET = env.str("PERFWATCH_REPORTS_BUCKET", default="")
+_report_storage = (
+    {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": PERFWATCH_REPORTS_BUCKET,
+            "location": env.str("PERFWATCH_REPORTS_PREFIX", default=""),
+            # Empty: AWS itself; otherwise the other store's URL.
+            "endpoint_url": env.str("PERFWATCH_REPORTS_ENDPOINT_URL", default="") or None,
+            "region_name": env.str("PERFWATCH_REPORTS_REGION", default="") or None,
+            # Empty: boto3's own chain (instance role, ~/.aws, AWS_* variables).
+            "access_key": env.str("PERFWATCH_REPORTS_ACCESS_KEY_ID", default="") or None,
+            "secret_key": env.str("PERFWATCH_REPORTS_SECRET_ACCESS_KEY", default="") or None,
+        },
+    }
+    if PERFWATCH_REPORTS_BUCKET
+    else {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"allow_overwrite": True}}
+)
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": _report_storage,
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 

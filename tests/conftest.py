@@ -147,6 +147,12 @@ def cache_with_real_guidellm(tmp_path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _media_root(settings, tmp_path_factory) -> None:
+    """Each test stores raw reports in a folder of its own, never in the checkout's var/media."""
+    settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")
+
+
+@pytest.fixture(autouse=True)
 def _empty_cache() -> None:
     """Each test starts with an empty cache: cached chart data of an earlier test is never served."""
     from django.core.cache import cache

@@ -269,7 +269,9 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     environment = models.JSONField(default=dict, blank=True, help_text="Fingerprint: GPU, driver, versions")
-    report_gz = models.BinaryField(null=True, blank=True, editable=False, help_text="gzip of the raw report")
+    report_key = models.CharField(
+        max_length=200, blank=True, editable=False, help_text="The raw report's gzip in the report storage"
+    )
     report_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
     guidellm_version = models.CharField(max_length=50, blank=True)
     # What a runner is asked to install when the suite installs releases rather than commits.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +30,7 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Suite,
 )
+from dashboard.benchmarks.report_storage import report_read
 from dashboard.benchmarks.selectors import MeasurementRow, measurement_rows
 
 RUN_VIEWS: tuple[str, ...] = ("running", "queued", "failed", "succeeded", "cancelled")
@@ -79,7 +79,7 @@ def runs_list(*, view: str, suite: str = "", hardware_class: str = "", runner: s
         _runs_matching(suite=suite, hardware_class=hardware_class, runner=runner)
         .filter(status__in=_RUN_VIEW_STATUSES[view])
         .select_related("suite", "commit", "runner")
-        .defer("report_gz", "telemetry", "logs", "server_metrics", "commands", "environment")
+        .defer("telemetry", "logs", "server_metrics", "commands", "environment")
     )
     if view == "queued":
         return runs.annotate(queue_position=Coalesce(_queue_position(), 0) + 1).order_by("queued_at", "pk")
@@ -135,9 +135,8 @@ def run_detail(*, run_id: int) -> RunDetail | None:
     and the telemetry samples themselves are left unread. One query."""
     row = (
         Run.objects.select_related("suite", "commit__repository", "runner")
-        .defer("report_gz", "telemetry")
+        .defer("telemetry")
         .annotate(
-            holds_report=ExpressionWrapper(Q(report_gz__isnull=False), output_field=BooleanField()),
             holds_telemetry=ExpressionWrapper(~Q(telemetry=[]), output_field=BooleanField()),
         )
         .filter(pk=run_id)
@@ -145,7 +144,7 @@ def run_detail(*, run_id: int) -> RunDetail | None:
     )
     if row is None:
         return None
-    return RunDetail(run=row, has_report=row.holds_report, has_telemetry=row.holds_telemetry)
+    return RunDetail(run=row, has_report=bool(row.report_key), has_telemetry=row.holds_telemetry)
 
 
 def run_queue_position(*, run: Run) -> int | None:
@@ -171,9 +170,9 @@ def run_measurements(*, run: Run) -> list[MeasurementRow]:
 
 
 def run_report(*, run_id: int) -> bytes | None:
-    """The raw guidellm report a run stored, decompressed; None when the run has none."""
-    stored = Run.objects.filter(pk=run_id).values_list("report_gz", flat=True).first()
-    return gzip.decompress(stored) if stored else None
+    """The raw guidellm report a run stored, read from the report storage; None when the run has none."""
+    key = Run.objects.filter(pk=run_id).values_list("report_key", flat=True).first()
+    return report_read(key=key) if key else None
 
 
 def run_reproduce_script(*, run_id: int) -> str | None:
@@ -229,7 +228,7 @@ def runners_overview(*, since: datetime) -> list[RunnerOverview]:
     for run in (
         Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, runner__isnull=False)
         .select_related("suite", "commit")
-        .defer("report_gz", "telemetry", "logs", "server_metrics", "commands", "environment")
+        .defer("telemetry", "logs", "server_metrics", "commands", "environment")
         .order_by("started_at")
     ):
         if run.runner_id is not None:

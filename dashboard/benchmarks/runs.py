@@ -7,7 +7,6 @@ cancel can never produce a second benchmark or a second set of measurements.
 
 from __future__ import annotations
 
-import gzip
 import logging
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,6 +28,7 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Suite,
 )
+from dashboard.benchmarks.report_storage import report_save
 from runners.text import one_line
 
 logger = logging.getLogger(__name__)
@@ -225,7 +225,7 @@ def run_fail(
         run.commands = commands or run.commands
         if raw_report:
             # Kept as evidence, not as results: no digest, so it never counts as a stored report.
-            run.report_gz = gzip.compress(raw_report)
+            run.report_key = report_save(run_id=run.pk, raw=raw_report)
         run.save()
 
 

@@ -69,15 +69,6 @@ def test_ingesting_the_same_report_twice_stores_nothing_new(tmp_path, vllm_cpu_r
     assert "nothing new stored" in capsys.readouterr().out
 
 
-def test_raw_report_is_kept_compressed(tmp_path, vllm_cpu_report) -> None:
-    import gzip
-
-    call_command("ingest_report", _write(tmp_path, vllm_cpu_report), commit=SHA, suite="s", hardware="cpu")
-    run = Run.objects.get()
-    assert gzip.decompress(bytes(run.report_gz or b"")) == vllm_cpu_report
-    assert len(bytes(run.report_gz or b"")) < len(vllm_cpu_report) / 4
-
-
 @pytest.mark.parametrize(
     ("make_report", "reason"),
     [

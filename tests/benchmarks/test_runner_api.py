@@ -5,7 +5,6 @@ cancelled or requeued run answers 409 "stop", and a token acts only as its own r
 """
 
 import base64
-import gzip
 import json
 from typing import cast
 
@@ -14,6 +13,7 @@ from django.test import Client
 
 from dashboard.benchmarks import runs as run_lifecycle
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Suite
+from dashboard.benchmarks.report_storage import report_read
 from tests.factories import CommitFactory
 
 pytestmark = pytest.mark.django_db
@@ -126,7 +126,7 @@ def test_results_are_stored_once(tiny_run, node, vllm_cpu_report) -> None:
     assert stored.status_code == 200 and again.status_code == 409
     run = Run.objects.get(pk=tiny_run.pk)
     assert run.status == RunStatus.SUCCEEDED and run.commands == {"serve": "vllm serve ..."}
-    assert gzip.decompress(bytes(run.report_gz or b"")) == vllm_cpu_report
+    assert report_read(key=run.report_key) == vllm_cpu_report
     assert Measurement.objects.filter(run=run).count() == 3 * 21  # the fixture has levels 1, 2 and 4
 
 
@@ -158,7 +158,7 @@ def test_a_bench_failure_is_queued_again_and_a_server_failure_keeps_its_evidence
     assert run.status == RunStatus.FAILED and run.attempt == 2
     assert run.failure_reason == "benchmarking: the server failed requests: HTTP 500"
     assert run.commands == {"serve": "vllm serve tiny"} and run.logs == {"server": "ERROR engine dead"}
-    assert gzip.decompress(bytes(run.report_gz or b"")) == b'{"benchmarks": []}' and run.report_sha256 == ""
+    assert report_read(key=run.report_key) == b'{"benchmarks": []}' and run.report_sha256 == ""
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,5 @@
 """The runs, run and runners pages, their JSON, and the staff's retry and cancel, on the real database."""
 
-import gzip
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Run, RunKind, Runner, RunStatus, Suite
+from dashboard.benchmarks.report_storage import report_save
 from dashboard.benchmarks.services import measurements_store
 from dashboard.web.run_pages import duration_text, run_stage_bars, server_metrics_table
 from runners.guidellm_report import report_parse
@@ -79,9 +79,10 @@ def _succeeded_run(*, raw_report: bytes, telemetry: list[dict[str, Any]] | None 
                 "benchmark": "guidellm benchmark run --target http://127.0.0.1:8123 --rate 1,2,4",
             },
             logs={"server": "INFO Application startup complete.\n", "guidellm": "done\n"},
-            report_gz=gzip.compress(raw_report),
         ),
     )
+    run.report_key = report_save(run_id=run.pk, raw=raw_report)
+    run.save(update_fields=["report_key"])
     measurements_store(run=run, report=report_parse(raw=raw_report))
     return run
 
