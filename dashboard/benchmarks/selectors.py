@@ -7,10 +7,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
+import numpy as np
 from django.conf import settings
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Subquery, Window
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Window
 from django.db.models.functions import DenseRank
 
+from dashboard.benchmarks.columns import commit_values
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     Commit,
@@ -154,60 +156,83 @@ class SuiteOverview:
 
 def suites_overview() -> list[SuiteOverview]:
     """For each suite and hardware class with data: latest headline values. A fixed number of queries."""
-    suites = list(Suite.objects.order_by("name"))
-    # The latest commit is the newest on main, not the one measured last: verification and bisection
-    # re-run older commits long after newer ones.
-    newest_on_main = (
-        Run.objects.succeeded()
-        .filter(suite_id=OuterRef("suite_id"), hardware_class=OuterRef("hardware_class"))
-        .order_by(*main_order(prefix="commit__", newest_first=True), "-id")
-        .values("id")[:1]
-    )
-    pair_list = list(
-        Run.objects.succeeded()
-        .values("suite_id", "hardware_class")
-        .annotate(last_run_id=Subquery(newest_on_main), run_count=Count("id"))
-        .order_by("suite_id", "hardware_class")
-    )
-    last_runs = {
-        run.pk: run
-        for run in Run.objects.filter(pk__in=[p["last_run_id"] for p in pair_list]).select_related(
-            "commit__repository"
-        )
-    }
+    suites_by_id = {suite.pk: suite for suite in Suite.objects.order_by("name")}
+    newest = _newest_on_main()
     # The latest commit's value is the median of all its succeeded runs, as on every other page.
-    latest = Q(pk__in=[])
-    for run in last_runs.values():
-        latest |= Q(
-            run__suite_id=run.suite_id, run__hardware_class=run.hardware_class, commit_id=run.commit_id
-        )
     samples: dict[tuple[int, str], dict[tuple[str, int], list[float]]] = defaultdict(
         lambda: defaultdict(list)
     )
     rows = (
         Measurement.objects.filter(
-            latest, run__status=RunStatus.SUCCEEDED, series__metric__in=HEADLINE_METRICS
+            run_id__in=[pk for found in newest.values() for pk in found.run_ids],
+            series__metric__in=HEADLINE_METRICS,
         )
         .values_list("run__suite_id", "run__hardware_class", "series__metric", "series__concurrency", "value")
         .order_by()
     )
     for suite_id, hardware_class, metric, concurrency, value in rows:
         samples[(suite_id, hardware_class)][(metric, concurrency)].append(value)
-    suites_by_id = {suite.pk: suite for suite in suites}
-    overview = []
-    for pair in pair_list:
-        run = last_runs[pair["last_run_id"]]
-        values = samples[(pair["suite_id"], pair["hardware_class"])]
-        overview.append(
-            SuiteOverview(
-                suite=suites_by_id[pair["suite_id"]],
-                hardware_class=pair["hardware_class"],
-                latest_commit=run.commit,
-                run_count=pair["run_count"],
-                latest_values={key: commit_value_of(found) for key, found in values.items()},
-            )
+    return [
+        SuiteOverview(
+            suite=suites_by_id[suite_id],
+            hardware_class=hardware_class,
+            latest_commit=found.commit,
+            run_count=found.run_count,
+            latest_values={
+                key: commit_value_of(values) for key, values in samples[(suite_id, hardware_class)].items()
+            },
         )
-    return overview
+        for (suite_id, hardware_class), found in sorted(newest.items())
+    ]
+
+
+@dataclass(frozen=True)
+class _Newest:
+    commit: Commit
+    run_ids: tuple[int, ...]  # the succeeded runs of the pair on that commit
+    run_count: int  # every succeeded run of the pair
+
+
+def _newest_on_main() -> dict[tuple[int, str], _Newest]:
+    """Per suite and hardware class with succeeded runs: the newest commit on main among them (not the one
+    measured last: verification and bisection re-run older commits long after newer ones). Two queries,
+    each one pass over the runs: a newest-commit subquery per run would sort a pair's whole history once
+    for every run of it."""
+    pairs = {
+        (suite_id, hardware_class): (count, newest_position, unplaced)
+        for suite_id, hardware_class, count, newest_position, unplaced in Run.objects.succeeded()
+        .values_list("suite_id", "hardware_class")
+        .annotate(
+            run_count=Count("id"),
+            newest_position=Max("commit__position"),
+            # Commits not placed on main yet count as the newest (see main_order).
+            unplaced=Count("id", filter=Q(commit__position__isnull=True)),
+        )
+        .order_by()
+    }
+    positions = {position for _, position, unplaced in pairs.values() if not unplaced}
+    candidates: dict[tuple[int, str], list[Run]] = defaultdict(list)
+    for run in (
+        Run.objects.succeeded()
+        .filter(Q(commit__position__in=positions) | Q(commit__position__isnull=True))
+        .select_related("commit__repository")
+    ):
+        key = (run.suite_id, run.hardware_class)
+        _, newest_position, unplaced = pairs.get(key, (0, None, 0))
+        if unplaced if run.commit.position is None else run.commit.position == newest_position:
+            candidates[key].append(run)
+    newest = {}
+    for key, runs in candidates.items():
+        commit = max(
+            (run.commit for run in runs),
+            key=lambda c: main_order_key(position=c.position, committed_at=c.committed_at, commit_id=c.pk),
+        )
+        newest[key] = _Newest(
+            commit=commit,
+            run_ids=tuple(run.pk for run in runs if run.commit_id == commit.pk),
+            run_count=pairs[key][0],
+        )
+    return newest
 
 
 @dataclass(frozen=True)
@@ -284,9 +309,18 @@ def timeline_span(
     )
 
 
+@dataclass(frozen=True)
+class SparklineSeries:
+    """A series' recent values in main order, oldest first: all a sparkline draws."""
+
+    metric: str
+    concurrency: int
+    values: tuple[float, ...]
+
+
 def suites_sparklines(
     *, metric: str = "output_throughput_tok_s", last: int = 300
-) -> dict[tuple[int, str], TimelineSeries]:
+) -> dict[tuple[int, str], SparklineSeries]:
     """Per (suite id, hardware class): `metric` at its highest concurrency over the last `last` benchmarked
     commits, oldest first, each the median of its runs. Two queries whatever the number of suites."""
     highest: dict[tuple[int, str], tuple[int, int]] = {}
@@ -295,7 +329,7 @@ def suites_sparklines(
     ):
         if (suite_id, hardware_class) not in highest or concurrency > highest[(suite_id, hardware_class)][1]:
             highest[(suite_id, hardware_class)] = (series_id, concurrency)
-    rows = (
+    rows = list(
         Measurement.objects.filter(
             series_id__in=[series_id for series_id, _ in highest.values()], run__status=RunStatus.SUCCEEDED
         )
@@ -307,48 +341,22 @@ def suites_sparklines(
             )
         )
         .filter(recency__lte=last)
-        .values_list(
-            "series_id",
-            "commit_id",
-            "commit__sha",
-            "commit__subject",
-            "commit__pr_number",
-            "commit__committed_at",
-            "commit__position",
-            "value",
-        )
+        .values_list("series_id", "recency", "value")
     )
-    samples: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    details: dict[int, tuple[str, str, int | None, datetime | None, int | None]] = {}
-    for series_id, commit_id, sha, subject, pr_number, committed_at, position, value in rows:
-        samples[series_id][commit_id].append(value)
-        details[commit_id] = (sha, subject, pr_number, committed_at, position)
-    sparklines = {}
-    for key, (series_id, concurrency) in highest.items():
-        points = []
-        for commit_id, values in samples[series_id].items():
-            sha, subject, pr_number, committed_at, position = details[commit_id]
-            point = timeline_point(
-                sha=sha,
-                subject=subject,
-                pr_number=pr_number,
-                committed_at=committed_at,
-                position=position,
-                samples=values,
-            )
-            points.append(
-                (
-                    main_order_key(
-                        position=point.position, committed_at=point.committed_at, commit_id=commit_id
-                    ),
-                    point,
-                )
-            )
-        points.sort(key=lambda item: item[0])
-        sparklines[key] = TimelineSeries(
-            metric=metric, concurrency=concurrency, points=tuple(point for _, point in points)
-        )
-    return sparklines
+    # Tens of thousands of points: folded as columns (one rank is one commit), not point by point.
+    table = np.array(rows, dtype=np.float64).reshape(len(rows), 3)
+    series_ids = table[:, 0].astype(np.int64)
+    # Oldest first: the highest rank of a series is its oldest commit.
+    keys, values, _, _ = commit_values(
+        series_ids * (last + 1) + (last - table[:, 1].astype(np.int64)), table[:, 2]
+    )
+    by_series: dict[int, list[float]] = defaultdict(list)
+    for series_id, value in zip((keys // (last + 1)).tolist(), values.tolist(), strict=True):
+        by_series[series_id].append(value)
+    return {
+        key: SparklineSeries(metric=metric, concurrency=concurrency, values=tuple(by_series[series_id]))
+        for key, (series_id, concurrency) in highest.items()
+    }
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from dashboard.benchmarks.columns import CommitFacts, SeriesColumns
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
-from dashboard.benchmarks.selectors import TimelineSeries
+from dashboard.benchmarks.selectors import SparklineSeries
 from dashboard.chart_style import FONT, GRID, HOVER_LABEL, MUTED, PALETTE
 from dashboard.web.decimation import decimate_minmax
 
@@ -272,9 +272,9 @@ class SparklineShape:
     fill: str
 
 
-def sparkline_shape(*, series: TimelineSeries) -> SparklineShape:
+def sparkline_shape(*, series: SparklineSeries) -> SparklineShape:
     """The line of one series scaled into the box with a margin above and below, its latest point marked."""
-    values = [point.value for point in series.points] or [0.0]
+    values = list(series.values) or [0.0]
     low, high = min(values), max(values)
     pad = (high - low) * 0.15 or abs(high) * 0.05 or 1.0
     low, high = low - pad, high + pad

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
-from dashboard.benchmarks.selectors import MeasurementRow, SuiteOverview, TimelineSeries
+from dashboard.benchmarks.selectors import MeasurementRow, SparklineSeries, SuiteOverview
 from dashboard.benchmarks.statistics import commit_value
 from dashboard.github.impact import CommitChanges, MetricChange
 from dashboard.github.tables import ChangeCell, change_cell
@@ -133,18 +133,18 @@ class OverviewCard:
     sparkline: Sparkline | None
 
 
-def _sparkline(series: TimelineSeries | None, element_id: str) -> Sparkline | None:
-    if series is None or len(series.points) < 2:
+def _sparkline(series: SparklineSeries | None, element_id: str) -> Sparkline | None:
+    if series is None or len(series.values) < 2:
         return None
     display = metric_display(metric=series.metric)
-    first, last = series.points[0].value, series.points[-1].value
+    first, last = series.values[0], series.values[-1]
     change = (last - first) / first * 100 if first else 0.0
     return Sparkline(
         element_id=element_id,
         latest_text=f"{display.format(last)} {display.unit}".strip(),
         shape=sparkline_shape(series=series),
         caption=f"{display.short_label.split(' ')[0]} at c={series.concurrency}, "
-        f"last {len(series.points)} benchmarked commits",
+        f"last {len(series.values)} benchmarked commits",
         change_text=f"{change:+.1f} %",
         change_is_good=None if abs(change) < 0.05 else (change > 0) == display.higher_is_better,
     )
@@ -158,7 +158,7 @@ def _latest_cell(overview: SuiteOverview, display: MetricDisplay, concurrency: i
 def overview_cards(
     *,
     overviews: Sequence[SuiteOverview],
-    sparklines: dict[tuple[int, str], TimelineSeries],
+    sparklines: dict[tuple[int, str], SparklineSeries],
 ) -> list[OverviewCard]:
     cards = []
     for index, overview in enumerate(overviews, start=1):

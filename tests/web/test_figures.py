@@ -7,7 +7,7 @@ import pytest
 
 from dashboard.benchmarks.columns import CommitFacts, SeriesColumns, commit_values
 from dashboard.benchmarks.metrics import metric_display
-from dashboard.benchmarks.selectors import TimelinePoint, TimelineSeries
+from dashboard.benchmarks.selectors import SparklineSeries
 from dashboard.benchmarks.statistics import commit_value
 from dashboard.web.decimation import decimate_minmax
 from dashboard.web.figures import (
@@ -117,20 +117,8 @@ def test_markers_are_added_as_finished_traces() -> None:
     assert figure["layout"]["yaxis2"]["overlaying"] == "y"
 
 
-def _point(index: int, *, value: float) -> TimelinePoint:
-    return TimelinePoint(
-        commit_sha=f"{index:08x}" + "ab" * 16,
-        subject=f"Change {index}",
-        pr_number=None,
-        committed_at=datetime(2026, 8, 1 + index, 12, tzinfo=UTC),
-        position=index,
-        value=value,
-        runs=1,
-    )
-
-
 def test_sparkline_is_the_series_scaled_into_its_box_with_the_latest_point_marked() -> None:
-    series = TimelineSeries("output_throughput_tok_s", 16, tuple(_point(i, value=i) for i in range(5)))
+    series = SparklineSeries("output_throughput_tok_s", 16, tuple(float(i) for i in range(5)))
     shape = sparkline_shape(series=series)
     points = [tuple(float(v) for v in pair.split(",")) for pair in shape.line.split()]
     assert [x for x, _ in points] == [0.0, 250.0, 500.0, 750.0, 1000.0]
