@@ -28,7 +28,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
+from scipy import special
 
 # MAD of a standard normal is 0.6745 σ; a difference of two iid values has √2 σ.
 MAD_TO_SIGMA = 1.0 / 0.6744897501960817
@@ -228,9 +228,11 @@ def change_estimate(
     standard_error = math.sqrt(
         variance * (_median_variance(left.size) / left.size + _median_variance(right.size) / right.size)
     )
-    quantile = float(stats.t.ppf(0.5 + confidence / 2.0, degrees))
+    # Student's t through scipy.special, as stats.t computes it, without that interface's per-call
+    # argument checks (degrees is positive here): detection asks for this thousands of times per run.
+    quantile = float(special.stdtrit(degrees, 0.5 + confidence / 2.0))
     if standard_error > 0.0:
-        p_value = float(2.0 * stats.t.sf(abs(difference) / standard_error, degrees))
+        p_value = float(2.0 * special.stdtr(degrees, -(abs(difference) / standard_error)))
     else:
         p_value = 0.0 if difference else 1.0
     return ChangeEstimate(

@@ -35,6 +35,7 @@ from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.selectors import (
     CommitWindow,
     WindowCommit,
+    WindowValues,
     commit_window,
     window_values,
 )
@@ -166,14 +167,17 @@ def _range_reason(*, change: LocatedChange, commits: Sequence[WindowCommit]) -> 
 
 
 def _history_build(
-    *, series: Sequence[Series], thresholds: dict[int, Threshold], commits: Sequence[WindowCommit]
+    *,
+    series: Sequence[Series],
+    thresholds: dict[int, Threshold],
+    values: dict[int, WindowValues],
+    part: slice,
 ) -> list[SeriesHistory]:
-    found = window_values(series_ids=[item.pk for item in series], commit_ids=[c.commit_id for c in commits])
     return [
         SeriesHistory(
             key=item.pk,
-            values=found[item.pk].values,
-            runs=found[item.pk].runs,
+            values=values[item.pk].values[part],
+            runs=values[item.pk].runs[part],
             min_relative_change=thresholds[item.pk].min_relative_change,
             p_threshold=thresholds[item.pk].p_threshold,
         )
@@ -182,12 +186,20 @@ def _history_build(
 
 
 def _window_analyse(
-    *, series: Sequence[Series], thresholds: dict[int, Threshold], window: CommitWindow
+    *,
+    series: Sequence[Series],
+    thresholds: dict[int, Threshold],
+    window: CommitWindow,
+    values: dict[int, WindowValues],
+    part: slice = slice(None),
 ) -> DetectionOutcome:
     """Locate the changes of one suite and hardware class jointly over every enabled series of it, in
-    one commit window, and store each as one group with an alert per series that moved."""
+    one commit window, and store each as one group with an alert per series that moved. `values[part]`
+    are the series' values at the window's commits."""
     commits = window.commits
-    located = changes_locate(series=_history_build(series=series, thresholds=thresholds, commits=commits))
+    located = changes_locate(
+        series=_history_build(series=series, thresholds=thresholds, values=values, part=part)
+    )
     analysed = DetectionOutcome(series_analysed=len(series), alerts_created=0, group_ids=frozenset())
     if not located:
         return analysed
@@ -320,7 +332,8 @@ def series_detect(*, series_ids: Sequence[int], commit_id: int | None = None) ->
             if not enabled:
                 continue
             window = commit_window(suite_id=suite_id, hardware_class=hardware_class, commit_id=commit_id)
-            outcome += _window_analyse(series=enabled, thresholds=thresholds, window=window)
+            values = _values_read(series=enabled, commits=window.commits)
+            outcome += _window_analyse(series=enabled, thresholds=thresholds, window=window, values=values)
     return outcome
 
 
@@ -338,6 +351,8 @@ def pair_detect_history(*, suite_id: int, hardware_class: str) -> DetectionOutco
         starts = list(range(0, max(len(commits) - size, 0) + 1, stride))
         if starts[-1] + size < len(commits):
             starts.append(len(commits) - size)
+        # Every series is read once, over the whole history; each window analyses its slice of it.
+        values = _values_read(series=enabled, commits=commits)
         outcome = NOTHING
         for start in starts:
             window = CommitWindow(
@@ -345,10 +360,20 @@ def pair_detect_history(*, suite_id: int, hardware_class: str) -> DetectionOutco
                 at_start=start == 0,
                 at_end=start + size >= len(commits),
             )
-            outcome += _window_analyse(series=enabled, thresholds=thresholds, window=window)
+            outcome += _window_analyse(
+                series=enabled,
+                thresholds=thresholds,
+                window=window,
+                values=values,
+                part=slice(start, start + size),
+            )
         return DetectionOutcome(
             series_analysed=len(enabled), alerts_created=outcome.alerts_created, group_ids=outcome.group_ids
         )
+
+
+def _values_read(*, series: Sequence[Series], commits: Sequence[WindowCommit]) -> dict[int, WindowValues]:
+    return window_values(series_ids=[item.pk for item in series], commit_ids=[c.commit_id for c in commits])
 
 
 def _all_commits(*, suite_id: int, hardware_class: str) -> tuple[WindowCommit, ...]:

@@ -21,6 +21,7 @@ commits. Which direction is a regression depends on the metric: see :func:`chang
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -142,7 +143,8 @@ class _Intervals:
     ends: npt.NDArray[np.int64]  # exclusive
 
 
-def _seeded_intervals(*, length: int) -> list[_Intervals]:
+@functools.lru_cache(maxsize=64)
+def _seeded_intervals(*, length: int) -> tuple[_Intervals, ...]:
     """The whole series, then layers of widths 6, 12, 24, … starting at every half width.
 
     Kovács et al. spread each layer evenly over the series; anchoring the layers at the first point
@@ -157,11 +159,14 @@ def _seeded_intervals(*, length: int) -> list[_Intervals]:
             starts = np.append(starts, length - width)  # the newest points get an interval of each width
         layers.append(_Intervals(starts=starts, ends=starts + width))
         width *= 2
-    return layers
+    for layer in layers:  # shared by every series of this length: read-only
+        layer.starts.flags.writeable = False
+        layer.ends.flags.writeable = False
+    return tuple(layers)
 
 
 def _narrowest_over_threshold(
-    *, prefix: FloatArray, intervals: list[_Intervals], scale: float, threshold: float
+    *, prefix: FloatArray, intervals: Sequence[_Intervals], scale: float, threshold: float
 ) -> list[int]:
     """Boundaries picked by narrowest-over-threshold among the seeded intervals, sorted."""
     candidate_starts: list[npt.NDArray[np.int64]] = []
@@ -211,7 +216,7 @@ def _narrowest_over_threshold(
 
 
 def _boundaries_find(
-    *, prefix: FloatArray, intervals: list[_Intervals], scale: float, threshold: float
+    *, prefix: FloatArray, intervals: Sequence[_Intervals], scale: float, threshold: float
 ) -> list[int]:
     chosen = _narrowest_over_threshold(prefix=prefix, intervals=intervals, scale=scale, threshold=threshold)
     return _segments_rescan(prefix=prefix, boundaries=chosen, scale=scale, threshold=threshold)

@@ -4,15 +4,15 @@ walk from the run's commit, and the points of every touched series at once."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.benchmarks.models import Commit, Repository, Run, RunStatus, Suite, main_order_key
-from dashboard.regressions.alerts import run_detect
+from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, RunStatus, Suite, main_order_key
+from dashboard.regressions.alerts import run_detect, suite_detect_history
 from dashboard.regressions.models import Alert
 from dashboard.regressions.selectors import commit_window
 from tests.factories import CommitFactory, RepositoryFactory, SuiteFactory, bulk_history, run_with_values
@@ -108,3 +108,26 @@ def test_the_window_is_cut_from_main_order_across_repositories_sharing_positions
                 expected[0] == ordered[0],
                 expected[-1] == ordered[-1],
             )
+
+
+def test_a_rescan_of_the_whole_history_reads_every_series_once(settings: Any) -> None:
+    settings.PERFWATCH_DETECTION_WINDOW = 40  # 150 commits: six overlapping windows
+    suite = cast(Suite, SuiteFactory(name="rescanned"))
+    rng = np.random.default_rng(7)
+    bulk_history(
+        suite=suite,
+        values={
+            (concurrency, "output_throughput_tok_s"): [
+                float(100.0 * (0.9 if point >= 100 else 1.0) * (1 + rng.normal(0, 0.005)))
+                for point in range(150)
+            ]
+            for concurrency in (1, 4, 16)
+        },
+    )
+
+    with CaptureQueriesContext(connection) as captured:
+        outcome = suite_detect_history(suite_name=suite.name)
+
+    assert outcome.alerts_created == 3
+    points_read = [query for query in captured.captured_queries if Measurement._meta.db_table in query["sql"]]
+    assert len(points_read) == 1
