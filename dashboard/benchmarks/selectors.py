@@ -425,26 +425,71 @@ def series_noise(
     """Run-to-run noise of every series of a suite on a hardware class, keyed (concurrency, metric), from
     its latest `size` benchmarked commits (the detection window): from repeated runs of a commit where
     there are any, else from the commits' values (:func:`statistics.noise_estimate`). Two queries."""
+    return series_noises(scopes=[(suite_id, hardware_class)], size=size).get((suite_id, hardware_class), {})
+
+
+Scope = tuple[int, str]  # (suite id, hardware class)
+
+
+def scopes_condition(scopes: Iterable[Scope], *, prefix: str = "") -> Q:
+    """Rows of any of these suites and hardware classes (through `prefix`, e.g. ``"series__"``)."""
+    condition = Q(pk__in=[])
+    for suite_id, hardware_class in scopes:
+        condition |= Q(**{f"{prefix}suite_id": suite_id, f"{prefix}hardware_class": hardware_class})
+    return condition
+
+
+def series_noises(
+    *, scopes: Iterable[Scope], size: int | None = None, metrics: Sequence[str] | None = None
+) -> dict[Scope, dict[tuple[int, str], NoiseEstimate]]:
+    """:func:`series_noise` of many suites and hardware classes (of only `metrics`, when given), in two
+    queries whatever their number."""
+    scopes = sorted(set(scopes))
+    if not scopes:
+        return {}
     size = size or settings.PERFWATCH_DETECTION_WINDOW
-    latest = (
+    ranked = (
         Run.objects.succeeded()
-        .filter(suite_id=suite_id, hardware_class=hardware_class, commit__position__isnull=False)
-        .values_list("commit_id", "commit__position")
-        .distinct()
-        .order_by("-commit__position")[:size]
-    )
-    position: dict[int, int] = {commit_id: order or 0 for commit_id, order in latest}
-    runs: dict[tuple[int, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for concurrency, metric, commit_id, value in Measurement.objects.filter(
-        series__suite_id=suite_id,
-        series__hardware_class=hardware_class,
-        run__status=RunStatus.SUCCEEDED,
-        commit_id__in=list(position),
-    ).values_list("series__concurrency", "series__metric", "commit_id", "value"):
-        runs[(concurrency, metric)][commit_id].append(value)
-    return {
-        key: noise_estimate(
-            runs_by_commit=[by_commit[cid] for cid in sorted(by_commit, key=position.__getitem__)]
+        .filter(scopes_condition(scopes), commit__position__isnull=False)
+        .annotate(
+            rank=Window(
+                DenseRank(),
+                partition_by=[F("suite_id"), F("hardware_class")],
+                order_by=[F("commit__position").desc(), F("commit_id").desc()],
+            )
         )
-        for key, by_commit in runs.items()
+        .filter(rank__lte=size)
+        .values_list("suite_id", "hardware_class", "commit_id", "commit__position")
+    )
+    positions: dict[Scope, dict[int, int]] = defaultdict(dict)
+    for suite_id, hardware_class, commit_id, order in ranked:
+        positions[(suite_id, hardware_class)][commit_id] = order or 0
+    points = Measurement.objects.filter(
+        scopes_condition(scopes, prefix="series__"),
+        run__status=RunStatus.SUCCEEDED,
+        commit_id__in={commit_id for latest in positions.values() for commit_id in latest},
+    )
+    if metrics is not None:
+        points = points.filter(series__metric__in=metrics)
+    runs: dict[Scope, dict[tuple[int, str], dict[int, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
+    for suite_id, hardware_class, concurrency, metric, commit_id, value in points.values_list(
+        "series__suite_id",
+        "series__hardware_class",
+        "series__concurrency",
+        "series__metric",
+        "commit_id",
+        "value",
+    ):
+        if commit_id in positions[(suite_id, hardware_class)]:
+            runs[(suite_id, hardware_class)][(concurrency, metric)][commit_id].append(value)
+    return {
+        scope: {
+            key: noise_estimate(
+                runs_by_commit=[by_commit[cid] for cid in sorted(by_commit, key=positions[scope].__getitem__)]
+            )
+            for key, by_commit in by_key.items()
+        }
+        for scope, by_key in runs.items()
     }

@@ -7,8 +7,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.db.models import Max
+
 from dashboard.benchmarks.compare import change_pct
-from dashboard.benchmarks.comparison import ScopeStatistics, commit_suite_runs, scope_statistics
+from dashboard.benchmarks.comparison import ScopeStatistics, scope_statistics
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     Commit,
@@ -18,6 +20,7 @@ from dashboard.benchmarks.models import (
     Suite,
     metric_higher_is_better,
 )
+from dashboard.benchmarks.selectors import scopes_condition, series_noises
 from dashboard.benchmarks.statistics import ChangeEstimate
 from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.github.models import PullRequest
@@ -254,34 +257,64 @@ class CommitChanges:
 
 
 def commit_changes(*, commit: Commit) -> list[CommitChanges]:
-    """What the commit changed on every suite and hardware class it was benchmarked on."""
+    """What the commit changed on every suite and hardware class it was benchmarked on. Seven queries
+    however many suites ran it."""
     if commit.position is None:
         return []
-    found = []
     scopes = sorted(
         set(Run.objects.succeeded().filter(commit=commit).values_list("suite_id", "hardware_class"))
     )
-    for suite_id, hardware_class in scopes:
-        previous = (
-            Commit.objects.filter(
-                repository_id=commit.repository_id,
-                position__lt=commit.position,
-                runs__suite_id=suite_id,
-                runs__hardware_class=hardware_class,
-                runs__status=RunStatus.SUCCEEDED,
-            )
-            .order_by("-position")
-            .first()
+    if not scopes:
+        return []
+    # The benchmarked commit before this one, per suite and hardware class: the highest position below.
+    previous_positions = {
+        (suite_id, hardware_class): position
+        for suite_id, hardware_class, position in Run.objects.succeeded()
+        .filter(
+            scopes_condition(scopes),
+            commit__repository_id=commit.repository_id,
+            commit__position__lt=commit.position,
         )
-        if previous is None:
-            continue
-        suite = Suite.objects.get(pk=suite_id)
-        before = commit_suite_runs(commit=previous, suite=suite, hardware_class=hardware_class)
-        after = commit_suite_runs(commit=commit, suite=suite, hardware_class=hardware_class)
-        statistics = scope_statistics(suite=suite, hardware_class=hardware_class)
+        .values_list("suite_id", "hardware_class")
+        .annotate(position=Max("commit__position"))
+        .values_list("suite_id", "hardware_class", "position")
+        .order_by()
+    }
+    previous_commits = {
+        previous.position: previous
+        for previous in Commit.objects.filter(
+            repository_id=commit.repository_id, position__in=set(previous_positions.values())
+        )
+    }
+    compared = [scope for scope in scopes if scope in previous_positions]
+    suites = Suite.objects.in_bulk([suite_id for suite_id, _ in compared])
+    samples: dict[tuple[int, int, str], dict[tuple[int, str], list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for commit_id, suite_id, hardware_class, concurrency, metric, value in Measurement.objects.filter(
+        scopes_condition(compared, prefix="series__"),
+        commit_id__in=[commit.pk, *(previous.pk for previous in previous_commits.values())],
+        run__status=RunStatus.SUCCEEDED,
+        series__metric__in=HEADLINE_METRICS,
+    ).values_list(
+        "commit_id",
+        "series__suite_id",
+        "series__hardware_class",
+        "series__concurrency",
+        "series__metric",
+        "value",
+    ):
+        samples[(commit_id, suite_id, hardware_class)][(concurrency, metric)].append(value)
+    noises = series_noises(scopes=compared)
+    found = []
+    for suite_id, hardware_class in compared:
+        previous = previous_commits[previous_positions[(suite_id, hardware_class)]]
+        before = samples[(previous.pk, suite_id, hardware_class)]
+        after = samples[(commit.pk, suite_id, hardware_class)]
+        statistics = ScopeStatistics(noise=noises.get((suite_id, hardware_class), {}))
         found.append(
             CommitChanges(
-                suite=suite.name,
+                suite=suites[suite_id].name,
                 hardware_class=hardware_class,
                 previous=previous,
                 changes={

@@ -213,6 +213,33 @@ def test_commit_page_shows_each_change_with_its_interval_and_runs_coloured_only_
     assert f"<code>{commits[-2].short_sha}</code>" in html and "95 % interval" in html
 
 
+def test_commit_page_query_count_does_not_grow_with_the_suites_that_ran_it(client) -> None:
+    commits = [cast(Commit, CommitFactory()) for _ in range(4)]
+
+    def suites_run(names: range) -> None:
+        for number in names:
+            suite = cast(
+                Suite, SuiteFactory(name=f"suite-{number}", hardware_class=("b300", "h200")[number % 2])
+            )
+            for index, commit in enumerate(commits):
+                run_with_values(
+                    commit=commit,
+                    suite=suite,
+                    values={(16, "output_throughput_tok_s"): 100.0 + index + number},
+                )
+
+    suites_run(range(2))
+    with CaptureQueriesContext(connection) as few:
+        assert len(client.get(f"/commits/{commits[-1].sha}/").context["blocks"]) == 2
+    suites_run(range(2, 12))
+    with CaptureQueriesContext(connection) as many:
+        blocks = client.get(f"/commits/{commits[-1].sha}/").context["blocks"]
+
+    assert len(blocks) == 12
+    assert all(any(cell.change for cell in block.headline_rows[0].cells) for block in blocks)  # all compared
+    assert len(many) == len(few)
+
+
 def test_unknown_commit_is_a_404_page(client) -> None:
     response = client.get("/commits/deadbeefdeadbeef/")
     assert response.status_code == 404
