@@ -7,13 +7,14 @@ import hashlib
 import json
 import math
 
+import orjson
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.utils.cache import get_conditional_response, patch_vary_headers
 from django.utils.http import http_date
 from django.views.decorators.http import require_GET
 
-from dashboard.benchmarks.columns import commits_facts, timeline_columns
+from dashboard.benchmarks.columns import commits_identities, timeline_columns
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
 from dashboard.web.filters import FilterInvalid, timeline_filters_parse
 from dashboard.web.timeline_data import timeline_payload, timeline_version
@@ -112,7 +113,7 @@ def suite_figure(request: HttpRequest, suite: str, metric: str) -> HttpResponse:
 
 
 @require_GET
-def suite_series(request: HttpRequest, suite: str) -> JsonResponse:
+def suite_series(request: HttpRequest, suite: str) -> HttpResponse:
     """Raw points of a suite's timelines, with the timeline's filters and `metric` (repeatable)."""
     suite_row = Suite.objects.filter(name=suite).first()
     if suite_row is None:
@@ -129,32 +130,30 @@ def suite_series(request: HttpRequest, suite: str) -> JsonResponse:
         date_to=filters.date_to,
         concurrencies=filters.concurrencies,
     )
-    facts = commits_facts(commit_ids={c for item in columns.series for c in item.commit_ids.tolist()})
+    identities = commits_identities(
+        commit_ids={c for item in columns.series for c in item.commit_ids.tolist()}
+    )
     # Each commit's fields once, shared by every series that has it.
     shown = {
-        commit_id: {
-            "commit": fact.sha,
-            "committed_at": fact.committed_at.isoformat() if fact.committed_at else None,
-            "pr_number": fact.pr_number,
-        }
-        for commit_id, fact in facts.items()
+        commit_id: {"commit": sha, "committed_at": at, "pr_number": pr_number}
+        for commit_id, (sha, at, pr_number) in identities.items()
     }
-    return JsonResponse(
-        {
-            "suite": suite_row.name,
-            "hardware": filters.hardware_class,
-            "series": [
-                {
-                    "metric": item.metric,
-                    "concurrency": item.concurrency,
-                    "points": [
-                        {**shown[commit_id], "value": value, "runs": runs}
-                        for commit_id, value, runs in zip(
-                            item.commit_ids.tolist(), item.values.tolist(), item.runs.tolist(), strict=True
-                        )
-                    ],
-                }
-                for item in columns.series
-            ],
-        }
-    )
+    body = {
+        "suite": suite_row.name,
+        "hardware": filters.hardware_class,
+        "series": [
+            {
+                "metric": item.metric,
+                "concurrency": item.concurrency,
+                "points": [
+                    {**shown[commit_id], "value": value, "runs": runs}
+                    for commit_id, value, runs in zip(
+                        item.commit_ids.tolist(), item.values.tolist(), item.runs.tolist(), strict=True
+                    )
+                ],
+            }
+            for item in columns.series
+        ],
+    }
+    # orjson: ten thousand points encode in a few milliseconds, where json.dumps takes tens.
+    return HttpResponse(orjson.dumps(body), content_type="application/json")

@@ -1,12 +1,13 @@
 """The series endpoint: the timeline's points as JSON, with the timeline's filters."""
 
+from datetime import UTC, datetime, timedelta
 from typing import cast
 
 import pytest
 from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Suite
-from tests.factories import CommitFactory, SuiteFactory, run_with_values
+from tests.factories import CommitFactory, SuiteFactory, bulk_history, run_with_values
 
 pytestmark = pytest.mark.django_db
 
@@ -23,6 +24,59 @@ def test_points_come_in_main_order_per_metric_and_level(client: Client) -> None:
     [series] = body["series"]
     assert (series["metric"], series["concurrency"]) == ("ttft_ms_mean", 1)
     assert [point["value"] for point in series["points"]] == [1.0, 2.0, 3.0]
+
+
+def test_a_point_names_its_commit_with_the_time_as_iso_8601(client: Client) -> None:
+    suite = cast(Suite, SuiteFactory())
+    on_the_hour = cast(Commit, CommitFactory(position=1, committed_at=datetime(2026, 3, 1, 9, tzinfo=UTC)))
+    with_micros = cast(
+        Commit, CommitFactory(position=2, committed_at=datetime(2026, 3, 1, 9, 52, 33, 600000, tzinfo=UTC))
+    )
+    for commit in (on_the_hour, with_micros):
+        run_with_values(commit=commit, suite=suite, values={(16, "ttft_ms_mean"): 120.0})
+    run_with_values(commit=with_micros, suite=suite, values={(16, "ttft_ms_mean"): 130.0})
+
+    body = client.get("/api/suites/kimi-k3-8k1k/series/", {"metric": "ttft_ms_mean"}).json()
+
+    assert body["series"][0]["points"] == [
+        {
+            "commit": commit.sha,
+            "committed_at": at,
+            "pr_number": commit.pr_number,
+            "value": value,
+            "runs": runs,
+        }
+        for commit, at, value, runs in (
+            (on_the_hour, "2026-03-01T09:00:00+00:00", 120.0, 1),
+            (with_micros, "2026-03-01T09:52:33.600000+00:00", 125.0, 2),
+        )
+    ]
+    assert [on_the_hour.committed_at.isoformat(), with_micros.committed_at.isoformat()] == [
+        "2026-03-01T09:00:00+00:00",
+        "2026-03-01T09:52:33.600000+00:00",
+    ]
+
+
+def test_the_series_of_a_long_history_are_read_in_a_fixed_number_of_queries(
+    client: Client, django_assert_num_queries
+) -> None:
+    """The suite, its series, their measurements and their commits: one query each, whatever the number
+    of series or points."""
+    metrics = ("ttft_ms_mean", "output_throughput_tok_s")
+    bulk_history(
+        suite=cast(Suite, SuiteFactory()),
+        values={
+            (level, metric): [100.0 + i for i in range(300)] for level in (1, 4, 16) for metric in metrics
+        },
+        every=timedelta(minutes=7),
+    )
+
+    with django_assert_num_queries(4):
+        body = client.get("/api/suites/kimi-k3-8k1k/series/", [("metric", m) for m in metrics]).json()
+
+    assert [(s["metric"], s["concurrency"], len(s["points"])) for s in body["series"]] == [
+        (metric, level, 300) for metric in metrics for level in (1, 4, 16)
+    ]
 
 
 @pytest.mark.parametrize(
