@@ -10,6 +10,7 @@ urlpatterns = [
     path("alerts/precision/", views.precision, name="precision"),
     path("alerts/<id:group_id>/", views.alert_group, name="alert-group"),
     path("alerts/<id:group_id>/triage/", views.alert_group_triage, name="alert-group-triage"),
+    path("alerts/<id:group_id>/status/", views.alert_group_status, name="alert-group-status"),
     path("alerts/<id:group_id>/comments/", views.alert_group_comment, name="alert-group-comment"),
     path(
         "alerts/<id:group_id>/notifications/<id:notification_id>/resend/",

@@ -20,9 +20,20 @@ from dashboard.regressions.figures import alert_figure
 from dashboard.regressions.forms import AlertFilterForm, CommentForm, GroupTriageForm
 from dashboard.regressions.models import GroupKind, TriageStatus
 from dashboard.regressions.notifications import notification_retry
-from dashboard.regressions.triage import TriageRefused, group_comment_add, group_triage
+from dashboard.regressions.triage import TriageChange, TriageRefused, group_comment_add, group_triage
 
 PAGE_SIZE = 25
+# The alerts list's keys for a group's status, as Perfherder's: one letter each, u to start over.
+STATUS_KEYS = (
+    ("u", TriageStatus.UNTRIAGED),
+    ("i", TriageStatus.INVESTIGATING),
+    ("a", TriageStatus.ACKNOWLEDGED),
+    ("f", TriageStatus.FIXED),
+    ("w", TriageStatus.WONT_FIX),
+    ("x", TriageStatus.INVALID),
+    ("e", TriageStatus.EXPECTED),
+    ("n", TriageStatus.INFRASTRUCTURE),
+)
 FEED_SIZE = 50
 MAX_CHARTS = 12
 
@@ -55,6 +66,7 @@ def alerts(request: HttpRequest) -> HttpResponse:
             },
             "statuses": TriageStatus.choices,
             "kinds": GroupKind.choices,
+            "status_keys": [(key, status.value, status.label) for key, status in STATUS_KEYS],
             "query": urlencode(kept),
             "feed_url": reverse("regressions:alerts-feed") + (f"?{urlencode(kept)}" if kept else ""),
         },
@@ -113,6 +125,20 @@ def alert_group_triage(request: HttpRequest, group_id: int) -> HttpResponse:
     else:
         messages.success(request, f"Saved {len(events)} change(s)." if events else "Nothing to change.")
     return redirect("regressions:alert-group", group_id=group_id)
+
+
+@require_POST
+def alert_group_status(request: HttpRequest, group_id: int) -> JsonResponse:
+    """Set a group's status from the alerts list's keyboard shortcuts: `{"status": ..., "label": ...}`, or
+    `{"error": ...}` with 400 (unknown status) or 403 (not staff, no such group)."""
+    status = request.POST.get("status", "")
+    if status not in TriageStatus.values:
+        return JsonResponse({"error": f"unknown status {status!r}"}, status=400)
+    try:
+        group_triage(group_id=group_id, user=request.user, change=TriageChange(status=status))
+    except TriageRefused as error:
+        return JsonResponse({"error": str(error)}, status=403)
+    return JsonResponse({"status": status, "label": TriageStatus(status).label})
 
 
 @staff_member_required

@@ -219,3 +219,45 @@ def test_a_bulk_action_on_chosen_alerts_leaves_the_others_and_rejudges_the_group
     group.refresh_from_db()
     # An alert judged invalid no longer counts: what is left is a faster first token, an improvement.
     assert group.kind == "improvement"
+
+
+def test_the_status_endpoint_of_the_keyboard_shortcuts_is_staff_only_and_moves_following_alerts(
+    group, staff_user: User, django_user_model: type[User]
+) -> None:
+    url = f"/alerts/{group.pk}/status/"
+    refused = Client().post(url, {"status": "investigating"})
+    member = Client()
+    member.force_login(django_user_model.objects.create_user("reader", password="pw"))
+    assert (refused.status_code, member.post(url, {"status": "investigating"}).status_code) == (403, 403)
+    assert refused.json() == {"error": "triage needs a signed-in staff user"}
+    staff = Client(enforce_csrf_checks=True)
+    staff.force_login(staff_user)
+    assert staff.post(url, {"status": "investigating"}).status_code == 403  # no CSRF token
+    token = str(staff.get("/alerts/").context["csrf_token"])
+
+    unknown = staff.post(url, {"status": "sleeping"}, headers={"X-CSRFToken": token})
+    saved = staff.post(url, {"status": "wont_fix"}, headers={"X-CSRFToken": token})
+
+    assert (unknown.status_code, unknown.json()) == (400, {"error": "unknown status 'sleeping'"})
+    assert (saved.status_code, saved.json()) == (200, {"status": "wont_fix", "label": "won't fix"})
+    assert set(group.alerts.values_list("status", flat=True)) == {"wont_fix"}
+    assert TriageEvent.objects.filter(group=group, alert__isnull=True).count() == 1
+
+
+def test_the_alerts_list_for_staff_needs_the_same_queries_for_three_groups_as_for_twelve(
+    staff_user: User, django_assert_max_num_queries
+) -> None:
+    suite = suite_create()
+    client = Client()
+    client.force_login(staff_user)
+    for index in range(3):
+        group_create(suite=suite, change_pct=-3.0 - index)
+    # Session and user, then the list's four: count, the page of groups, their alerts, the filter choices.
+    with django_assert_max_num_queries(6):
+        assert client.get("/alerts/").status_code == 200
+    for index in range(9):
+        group_create(suite=suite, change_pct=+4.0 + index, metric=TTFT)
+    with django_assert_max_num_queries(6):
+        response = client.get("/alerts/")
+    assert 'data-can-triage data-csrf-token="' in response.content.decode()
+    assert len(response.context["rows"]) == 12
