@@ -105,3 +105,18 @@ def test_the_header_figures_follow_the_date_and_hardware_filters(
     assert (on_h200["runs"], on_h200["commits"]) == ("5", "5")
     levels = _facts(client.get("/suites/kimi-k3-8k1k/?concurrency=16").content.decode())["levels"]
     assert levels == "1 of 1"
+
+
+def test_the_runs_list_names_an_unknown_hardware_class_and_keeps_it_selected(client) -> None:
+    RunFactory(hardware_class="b300")
+
+    response = client.get("/runs/?hardware=h100&suite=")
+
+    html = response.content.decode()
+    assert response.context["counts"]["succeeded"] == 0  # applied as asked: no run is on h100
+    assert _problems(html) == {
+        "hardware": "No hardware named “h100” is known here (there are: b300): no run matches it."
+    }
+    assert re.findall(r'<option value="([^"]*)" selected[^>]*>([^<]*)</option>', html) == [
+        ("h100", "h100 (unknown)")
+    ]
