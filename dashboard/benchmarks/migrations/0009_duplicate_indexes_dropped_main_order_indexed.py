@@ -4,6 +4,19 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
+class AlterRunFieldWhereSupported(migrations.AlterField):
+    """SQLite (the embedded demo) alters a column by rebuilding the run table with every index of the model,
+    run_finished_newest's NULLS LAST included, which it cannot create: there the single-column index stays."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
+        if schema_editor.connection.vendor != "sqlite":
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
+        if schema_editor.connection.vendor != "sqlite":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("benchmarks", "0008_hot_read_indexes"),
@@ -20,7 +33,7 @@ class Migration(migrations.Migration):
                 to="benchmarks.repository",
             ),
         ),
-        migrations.AlterField(
+        AlterRunFieldWhereSupported(
             model_name="run",
             name="commit",
             field=models.ForeignKey(
@@ -30,7 +43,7 @@ class Migration(migrations.Migration):
                 to="benchmarks.commit",
             ),
         ),
-        migrations.AlterField(
+        AlterRunFieldWhereSupported(
             model_name="run",
             name="suite",
             field=models.ForeignKey(
