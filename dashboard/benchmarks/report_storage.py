@@ -21,7 +21,12 @@ def report_save(*, run_id: int, raw: bytes) -> str:
     return default_storage.save(report_key(run_id=run_id), ContentFile(gzip.compress(raw, compresslevel=1)))
 
 
+def report_read_gzip(*, key: str) -> bytes:
+    """The raw report stored under `key`, as stored (gzip)."""
+    with default_storage.open(key, "rb") as stored:
+        return stored.read()
+
+
 def report_read(*, key: str) -> bytes:
     """The raw report stored under `key`, decompressed."""
-    with default_storage.open(key, "rb") as stored:
-        return gzip.decompress(stored.read())
+    return gzip.decompress(report_read_gzip(key=key))

@@ -30,7 +30,7 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Suite,
 )
-from dashboard.benchmarks.report_storage import report_read
+from dashboard.benchmarks.report_storage import report_read_gzip
 from dashboard.benchmarks.selectors import MeasurementRow, measurement_rows
 
 RUN_VIEWS: tuple[str, ...] = ("running", "queued", "failed", "succeeded", "cancelled")
@@ -169,10 +169,10 @@ def run_measurements(*, run: Run) -> list[MeasurementRow]:
     return measurement_rows(rows)
 
 
-def run_report(*, run_id: int) -> bytes | None:
-    """The raw guidellm report a run stored, read from the report storage; None when the run has none."""
+def run_report_gzip(*, run_id: int) -> bytes | None:
+    """The gzip of the raw guidellm report a run stored, from the report storage; None when it has none."""
     key = Run.objects.filter(pk=run_id).values_list("report_key", flat=True).first()
-    return report_read(key=key) if key else None
+    return report_read_gzip(key=key) if key else None
 
 
 def run_reproduce_script(*, run_id: int) -> str | None:

@@ -59,6 +59,10 @@ def test_the_run_pages_raw_report_link_serves_the_stored_report(client, tmp_path
     assert f'href="/runs/{run.pk}/report.json"' in client.get(f"/runs/{run.pk}/").content.decode()
     served = client.get(f"/runs/{run.pk}/report.json")
     assert served.status_code == 200 and served.content == vllm_cpu_report
+    packed = client.get(f"/runs/{run.pk}/report.json", headers={"Accept-Encoding": "gzip, br"})
+    assert packed["Content-Encoding"] == "gzip" and "Accept-Encoding" in packed["Vary"]
+    assert packed.content == (Path(settings.MEDIA_ROOT) / run.report_key).read_bytes()
+    assert gzip.decompress(packed.content) == vllm_cpu_report
 
     default_storage.delete(run.report_key)
     (Path(settings.MEDIA_ROOT) / run.report_key).parent.mkdir(parents=True, exist_ok=True)
