@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import bisect
+import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import Max
+from django.core.cache import cache
+from django.db.models import Count, Max, Q
 
 from dashboard.benchmarks.compare import change_pct
-from dashboard.benchmarks.comparison import ScopeStatistics, scope_statistics
+from dashboard.benchmarks.comparison import ScopeStatistics
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     Commit,
@@ -172,7 +174,13 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
 
     impacts: dict[int, list[PullImpact]] = defaultdict(list)
     suites = Suite.objects.in_bulk([suite for suite, _ in benchmarked], field_name="name")
-    statistics: dict[tuple[str, str], ScopeStatistics] = {}
+    noises = series_noises(
+        scopes=[(suites[suite].pk, hardware_class) for suite, hardware_class in benchmarked]
+    )
+    statistics = {
+        (suite, hardware_class): ScopeStatistics(noise=noises.get((suites[suite].pk, hardware_class), {}))
+        for suite, hardware_class in benchmarked
+    }
     for pull in placed:
         for (suite, hardware_class), _ in sorted(benchmarked.items()):
             pair = ranges.get((pull_key(pull), suite, hardware_class))
@@ -185,10 +193,6 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
                 )
             ]
             other = [entry for entry in in_range if entry[2] != pull.merge_commit_id]
-            if (suite, hardware_class) not in statistics:
-                statistics[(suite, hardware_class)] = scope_statistics(
-                    suite=suites[suite], hardware_class=hardware_class
-                )
             levels = _level_impacts(
                 before=values.get((before[1], suite, hardware_class), {}),
                 after=values.get((after[1], suite, hardware_class), {}),
@@ -210,6 +214,42 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
                 )
             )
     return {key: tuple(found) for key, found in impacts.items()}
+
+
+# Impacts are kept under a digest of what they are computed from, so a write to any of it is a new key
+# and the old entries simply age out; a day bounds how long an unused one is kept.
+IMPACTS_CACHE_SECONDS = 24 * 3600
+
+
+def impacts_version() -> str:
+    """A digest that changes whenever a PR's impact could: a run succeeding or being stored, a commit
+    synced or placed on main, a PR recorded or given its merge commit. Three queries."""
+    runs = Run.objects.aggregate(
+        succeeded=Count("pk", filter=Q(status=RunStatus.SUCCEEDED)),
+        last=Max("pk"),
+        finished=Max("finished_at"),
+    )
+    commits = Commit.objects.aggregate(count=Count("pk"), placed=Count("position"), last=Max("pk"))
+    pulls = PullRequest.objects.aggregate(
+        count=Count("pk"), merged=Count("merge_commit"), last=Max("pk"), fetched=Max("fetched_at")
+    )
+    return hashlib.sha1(repr((runs, commits, pulls)).encode()).hexdigest()[:20]
+
+
+def pull_impacts_stored(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact, ...]]:
+    """:func:`pull_impacts`, computed once per state of the data they come from and read from the cache
+    by every page and figure after that; only PRs not seen since the last write are computed."""
+    version = impacts_version()
+    keys = {pull_key(pull): f"pull-impacts:{version}:{pull.pk}" for pull in pulls if pull.pk is not None}
+    stored = cache.get_many(list(keys.values()))
+    missing = [pull for pull in pulls if keys.get(pull_key(pull)) not in stored]
+    computed = pull_impacts(pulls=missing) if missing else {}
+    cache.set_many(
+        {keys[pull_key(pull)]: computed.get(pull_key(pull), ()) for pull in missing if pull.pk is not None},
+        IMPACTS_CACHE_SECONDS,
+    )
+    found = {key: stored[name] for key, name in keys.items() if name in stored} | computed
+    return {key: impacts for key, impacts in found.items() if impacts}
 
 
 def pull_key(pull: PullRequest) -> int:

@@ -14,7 +14,7 @@ from django.db.models import Prefetch
 from dashboard.benchmarks.models import Commit, Repository, RunStatus, Suite
 from dashboard.benchmarks.selectors import repository_default_find
 from dashboard.benchmarks.subjects import subject_title
-from dashboard.github.impact import PullImpact, pull_impacts, pull_key
+from dashboard.github.impact import PullImpact, pull_impacts_stored, pull_key
 from dashboard.github.models import (
     CommitRevert,
     CommitSyncState,
@@ -217,7 +217,7 @@ def tracking_issue_detail(*, issue: TrackingIssue) -> TrackingIssueDetail:
         ).order_by("order")
     )
     pulls = [item.pull_request for item in items]
-    impacts = pull_impacts(pulls=pulls)
+    impacts = pull_impacts_stored(pulls=pulls)
     reverts = _reverts_of(
         repository_ids={issue.repository_id},
         numbers=[p.number for p in pulls if p.repository_id == issue.repository_id],
@@ -332,7 +332,7 @@ def pull_request_detail(*, number: int, repository: Repository | None = None) ->
             (repository.pk, number)
         ),
         reverts_pr_number=revert,
-        impacts=pull_impacts(pulls=[pull]).get(pull_key(pull), ()),
+        impacts=pull_impacts_stored(pulls=[pull]).get(pull_key(pull), ()),
     )
 
 

@@ -4,9 +4,11 @@ import json
 from typing import cast
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from dashboard.benchmarks.models import Commit, Suite
+from dashboard.benchmarks.models import Commit, Measurement, Suite
 from dashboard.github.models import (
     CommitRevert,
     PullRequest,
@@ -199,11 +201,33 @@ def test_the_tracking_page_takes_a_fixed_number_of_queries(
     for index in range(6):
         track(issue, cast(Commit, CommitFactory(pr_number=52000 + index)), order=10 + index)
 
-    # issue, items, benchmarked commits, measurements, commits in ranges, reverts, commit sync state, and
-    # the suites, and per suite and hardware class its latest commits and their measurements (the
-    # series' noise)
-    with django_assert_num_queries(10):
+    # issue, items, reverts, commit sync state, the three counts the impacts are kept under; then, the
+    # first time, benchmarked commits, measurements, commits in ranges, the suites, and the latest commits
+    # of every suite and hardware class and their measurements (the series' noise)
+    with django_assert_num_queries(13):
         assert client.get(TRACKING_PAGE).status_code == 200
+    with django_assert_num_queries(7):
+        assert client.get(TRACKING_PAGE).status_code == 200
+
+
+def test_pr_impacts_are_read_as_stored_until_a_new_run_changes_them(changelog, client: Client):
+    suite, commits, _ = changelog
+    assert "+10.0 %" in client.get(TRACKING_PAGE).content.decode()
+    assert "+10.0 %" in client.get("/prs/51002/").content.decode()
+
+    with CaptureQueriesContext(connection) as again:
+        tracking = client.get(TRACKING_PAGE).content.decode()
+        pull = client.get("/prs/51002/").content.decode()
+
+    assert "+10.0 %" in tracking and "+10.0 %" in pull
+    # Neither page computes an impact again: no measurement is read.
+    assert not [query for query in again.captured_queries if Measurement._meta.db_table in query["sql"]]
+
+    # A second run at the PR's merge commit, slower: the median after the PR is now 105, +5 %.
+    measure(commits[2], suite, throughput=100, ttft_ms=1000)
+
+    assert "+5.0 %" in client.get(TRACKING_PAGE).content.decode()
+    assert "+5.0 %" in client.get("/prs/51002/").content.decode()
 
 
 def test_an_unknown_tracking_issue_is_a_404(client: Client):
