@@ -189,6 +189,8 @@ def compare(request: HttpRequest) -> HttpResponse:
     context: dict[str, object] = {
         "suites": suites,
         "suite_name": suite_name,
+        # Kept in the selector, marked, rather than shown as the first suite.
+        "suite_unknown": bool(suite_name) and suite_name not in {suite.name for suite in suites},
         "hardware": hardware,
         "base_ref": base_ref,
         "head_ref": head_ref,

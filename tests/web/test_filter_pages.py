@@ -120,3 +120,17 @@ def test_the_runs_list_names_an_unknown_hardware_class_and_keeps_it_selected(cli
     assert re.findall(r'<option value="([^"]*)" selected[^>]*>([^<]*)</option>', html) == [
         ("h100", "h100 (unknown)")
     ]
+
+
+def test_compare_names_an_unknown_suite_and_keeps_it_selected(client, build_history) -> None:
+    build_history(commits=2)
+
+    asked = client.get("/compare/?suite=no-such-suite").content.decode()
+    compared = client.get("/compare/?suite=no-such-suite&base=v1&head=v2").content.decode()
+
+    assert _problems(asked) == {"suite": "No suite named “no-such-suite” is known here."}
+    assert "no suite named &#x27;no-such-suite&#x27;" in compared
+    for html in (asked, compared):
+        assert re.findall(r'<option value="([^"]*)" selected[^>]*>([^<]*)</option>', html) == [
+            ("no-such-suite", "no-such-suite (unknown)")
+        ]
