@@ -147,7 +147,10 @@ def suite_timeline(request: HttpRequest, suite: str) -> HttpResponse:
         # A value that cannot be read is a bad request; a well-formed one that names nothing is not.
         "filter_problems": [*asked.problems, *unknown],
         "unknown_hardware": filters.hardware_class if facet is None and facets else "",
-        "unknown_levels": [int(problem.value) for problem in unknown if problem.name == "concurrency"],
+        # On a hardware class it never ran on, no level is known: each asked for stays, marked.
+        "unknown_levels": list(filters.concurrencies)
+        if facet is None
+        else [int(problem.value) for problem in unknown if problem.name == "concurrency"],
         "unknown_statistic": next(iter(asked.unknown("stat")), ""),
         "unreadable_dates": {name: next(iter(asked.unknown(name)), "") for name in ("from", "to")},
         "span": selectors.timeline_span(

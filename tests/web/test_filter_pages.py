@@ -34,7 +34,7 @@ def _marked_unknown(html: str) -> list[str]:
 def test_an_unknown_hardware_class_is_named_and_stays_selected(client, build_history) -> None:
     build_history(commits=3)
 
-    response = client.get("/suites/kimi-k3-8k1k/?hardware=h100")
+    response = client.get("/suites/kimi-k3-8k1k/?hardware=h100&concurrency=3")
 
     assert response.status_code == 200
     html = response.content.decode()
@@ -44,9 +44,11 @@ def test_an_unknown_hardware_class_is_named_and_stays_selected(client, build_his
     assert re.findall(r'<option value="([^"]*)" selected[^>]*>([^<]*)</option>', html) == [
         ("h100", "h100 (unknown)")
     ]
-    assert _marked_unknown(html) == ["h100 (unknown)"]
+    # The level asked for stays too, though nothing on h100 can say whether it exists.
+    assert _marked_unknown(html) == ["h100 (unknown)", "3 (unknown)"]
+    assert re.findall(r'name="concurrency" value="(\d+)" checked', html) == ["3"]
     # The charts are asked for what the address says, not for another hardware class.
-    assert "timeline/?hardware=h100&amp;" in html
+    assert "timeline/?hardware=h100&amp;concurrency=3&amp;" in html
 
 
 def test_unreadable_and_unmeasured_values_are_each_named_and_the_rest_still_applies(
