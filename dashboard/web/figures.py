@@ -22,6 +22,8 @@ from dashboard.chart_style import FONT, GRID, HOVER_LABEL, MUTED, PALETTE
 from dashboard.web.decimation import decimate_minmax
 
 MAX_TICKS = 8
+# Lines with more points than this are drawn without a marker per point.
+MARKERS_UP_TO_POINTS = 400
 SUBJECT_CHARS = 90
 
 CommitUrl = Callable[[str], str]
@@ -181,7 +183,11 @@ def timeline_figure(
     )
     unit = f" {display.unit}" if display.unit else ""
     # Markers make a point easy to hover and click, but hundreds of them would hide the line.
-    marker_size = 5 if max((len(item.indexes) for item in drawn), default=0) <= 120 else 3
+    most = max((len(item.indexes) for item in drawn), default=0)
+    marker_size = 5 if most <= 120 else 3
+    # A marker is one SVG element: a thousand per line take most of a chart's drawing time and, a pixel or
+    # two apart, show nothing the line does not (hover still finds each point of a line).
+    mode = "lines+markers" if most <= MARKERS_UP_TO_POINTS else "lines"
     data: list[dict[str, Any]] = []
     for item in drawn:
         color = concurrency_color(concurrency=item.series.concurrency)
@@ -190,7 +196,7 @@ def timeline_figure(
             "x": typed_array(item.series.x[item.indexes]),
             "y": typed_array(item.series.values[item.indexes]),
             "name": f"c={item.series.concurrency}" if item.series.concurrency else "run",
-            "mode": "lines+markers",
+            "mode": mode,
             "line": {"color": color, "width": 1.6},
             "marker": {"color": color, "size": marker_size},
             "hovertemplate": (

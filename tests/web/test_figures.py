@@ -11,6 +11,7 @@ from dashboard.benchmarks.selectors import SparklineSeries
 from dashboard.benchmarks.statistics import commit_value
 from dashboard.web.decimation import decimate_minmax
 from dashboard.web.figures import (
+    MARKERS_UP_TO_POINTS,
     concurrency_color,
     day_ticks,
     series_thin,
@@ -222,3 +223,15 @@ def test_metric_reads_with_label_unit_precision_and_direction(
         text,
         higher_is_better,
     )
+
+
+def test_a_dense_line_is_drawn_without_a_marker_per_point_and_a_sparse_one_with_them() -> None:
+    def mode(points: int) -> str:
+        series = [_columns("ttft_ms_mean", 1, [float(x) for x in range(points)])]
+        figure = timeline_figure(
+            metric="ttft_ms_mean", drawn=series_thin(series, buckets=None), days=[], by_position=True
+        )
+        return figure["data"][0]["mode"]
+
+    assert mode(MARKERS_UP_TO_POINTS) == "lines+markers"
+    assert mode(MARKERS_UP_TO_POINTS + 1) == "lines"
