@@ -432,11 +432,16 @@ Scope = tuple[int, str]  # (suite id, hardware class)
 
 
 def scopes_condition(scopes: Iterable[Scope], *, prefix: str = "") -> Q:
-    """Rows of any of these suites and hardware classes (through `prefix`, e.g. ``"series__"``)."""
-    condition = Q(pk__in=[])
-    for suite_id, hardware_class in scopes:
-        condition |= Q(**{f"{prefix}suite_id": suite_id, f"{prefix}hardware_class": hardware_class})
-    return condition
+    """Rows of these suites on these hardware classes (through `prefix`, e.g. ``"series__"``): every
+    pairing of them, so callers keep the scopes they asked for. Two IN lists use the indexes; an OR of a
+    condition per scope is evaluated row by row, and a commit run by 500 suites made that a minute."""
+    scopes = list(scopes)
+    return Q(
+        **{
+            f"{prefix}suite_id__in": sorted({suite_id for suite_id, _ in scopes}),
+            f"{prefix}hardware_class__in": sorted({hardware_class for _, hardware_class in scopes}),
+        }
+    )
 
 
 def series_noises(
@@ -461,9 +466,10 @@ def series_noises(
         .filter(rank__lte=size)
         .values_list("suite_id", "hardware_class", "commit_id", "commit__position")
     )
-    positions: dict[Scope, dict[int, int]] = defaultdict(dict)
+    positions: dict[Scope, dict[int, int]] = {scope: {} for scope in scopes}
     for suite_id, hardware_class, commit_id, order in ranked:
-        positions[(suite_id, hardware_class)][commit_id] = order or 0
+        if (suite_id, hardware_class) in positions:
+            positions[(suite_id, hardware_class)][commit_id] = order or 0
     points = Measurement.objects.filter(
         scopes_condition(scopes, prefix="series__"),
         run__status=RunStatus.SUCCEEDED,
@@ -482,7 +488,7 @@ def series_noises(
         "commit_id",
         "value",
     ):
-        if commit_id in positions[(suite_id, hardware_class)]:
+        if commit_id in positions.get((suite_id, hardware_class), {}):
             runs[(suite_id, hardware_class)][(concurrency, metric)][commit_id].append(value)
     return {
         scope: {

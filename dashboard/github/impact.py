@@ -319,6 +319,7 @@ def commit_changes(*, commit: Commit) -> list[CommitChanges]:
         .annotate(position=Max("commit__position"))
         .values_list("suite_id", "hardware_class", "position")
         .order_by()
+        if (suite_id, hardware_class) in scopes
     }
     previous_commits = {
         previous.position: previous
@@ -345,7 +346,7 @@ def commit_changes(*, commit: Commit) -> list[CommitChanges]:
         "value",
     ):
         samples[(commit_id, suite_id, hardware_class)][(concurrency, metric)].append(value)
-    noises = series_noises(scopes=compared)
+    noises = series_noises(scopes=compared, metrics=HEADLINE_METRICS)
     found = []
     for suite_id, hardware_class in compared:
         previous = previous_commits[previous_positions[(suite_id, hardware_class)]]
