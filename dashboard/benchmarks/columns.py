@@ -16,9 +16,20 @@ import numpy as np
 import numpy.typing as npt
 from django.db import connection
 from django.db.models import F, Min, Q
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, TruncDate
 
-from dashboard.benchmarks.models import WHOLE_RUN, Commit, Measurement, Run, RunStatus, Series, Suite
+from dashboard.benchmarks.models import (
+    WHOLE_RUN,
+    Commit,
+    Measurement,
+    Run,
+    RunStatus,
+    Series,
+    Suite,
+    main_order,
+)
+from dashboard.benchmarks.statistics import commit_value
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
@@ -235,20 +246,79 @@ def iso_utc_sql(column: str) -> str:
     )
 
 
-def commits_identities(*, commit_ids: Iterable[int]) -> dict[int, tuple[str, str | None, int | None]]:
-    """(sha, commit time in ISO 8601, PR number) of each commit: what a point of the series API names.
-    One query."""
-    ids = sorted(set(commit_ids))
+# (commit sha, commit time in ISO 8601, PR number, value, runs): one point of the series API.
+PointRow = tuple[str, str | None, int | None, float, int]
+
+
+@dataclass(frozen=True)
+class SeriesPoints:
+    metric: str
+    concurrency: int
+    points: list[PointRow]
+
+
+def series_points(
+    *,
+    suite: Suite,
+    hardware_class: str,
+    metrics: tuple[str, ...],
+    date_from: date | None = None,
+    date_to: date | None = None,
+    concurrencies: tuple[int, ...] = (),
+) -> list[SeriesPoints]:
+    """The points of timeline_columns with the commit each names, for the series API: one per benchmarked
+    commit of succeeded runs in main order, repeats folded by the median. Two queries: the series, then
+    their measurements with their commits, in order, so that one pass over the rows shapes them."""
+    series_rows = Series.objects.filter(suite=suite, hardware_class=hardware_class, metric__in=metrics)
+    if concurrencies:
+        series_rows = series_rows.filter(concurrency__in=(WHOLE_RUN, *concurrencies))
+    identities = {
+        pk: (metric, level) for pk, metric, level in series_rows.values_list("pk", "metric", "concurrency")
+    }
+    if not identities:
+        return []
+    succeeded = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.SUCCEEDED)
+    measurements = Measurement.objects.filter(
+        series_id__in=list(identities), run_id__in=succeeded.values("pk")
+    )
+    if date_from:
+        measurements = measurements.filter(commit__committed_at__date__gte=date_from)
+    if date_to:
+        measurements = measurements.filter(commit__committed_at__date__lte=date_to)
+    measurements = measurements.order_by("series_id", *main_order(prefix="commit__"))
+    fields = ("series_id", "commit_id", "commit__sha", "commit__pr_number", "value")
     if connection.vendor == "postgresql":
+        # Straight through the cursor, the time formatted by the server: no datetime per row.
+        query = measurements.annotate(
+            at=RawSQL(iso_utc_sql(f'"{Commit._meta.db_table}"."committed_at"'), ())
+        ).values_list(*fields, "at")
+        sql, params = query.query.sql_with_params()
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT id, sha, {iso_utc_sql('committed_at')}, pr_number "
-                f"FROM {Commit._meta.db_table} WHERE id = ANY(%s::bigint[])",
-                [_array_literal(ids)],
-            )
-            return {pk: (sha, at, pr_number) for pk, sha, at, pr_number in cursor.fetchall()}
-    rows = Commit.objects.filter(pk__in=ids).values_list("pk", "sha", "committed_at", "pr_number")
-    return {pk: (sha, at.isoformat() if at else None, pr_number) for pk, sha, at, pr_number in rows}
+            cursor.execute(sql, params)
+            rows = cursor.fetchall()
+    else:
+        rows = [
+            (*row, at.isoformat() if at else None)
+            for *row, at in measurements.values_list(*fields, "commit__committed_at")
+        ]
+    # Rows of one series and commit (a commit's runs) are neighbours: each run of them is one point.
+    series_ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    commit_ids = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
+    starts = np.flatnonzero(
+        np.r_[True, (series_ids[1:] != series_ids[:-1]) | (commit_ids[1:] != commit_ids[:-1])]
+    ).tolist()
+    points: dict[int, list[PointRow]] = {}
+    for start, end in zip(starts, [*starts[1:], len(rows)], strict=True):
+        series_id, _, sha, pr_number, value, at = rows[start]
+        if end - start > 1:
+            value = commit_value([row[4] for row in rows[start:end]]).value
+        points.setdefault(series_id, []).append((sha, at, pr_number, value, end - start))
+    result = [
+        SeriesPoints(metric=identities[pk][0], concurrency=identities[pk][1], points=found)
+        for pk, found in points.items()
+    ]
+    result.sort(key=lambda item: (metrics.index(item.metric), item.concurrency))
+    return result
 
 
 def commit_days(*, commit_id: int, low: float, high: float) -> list[tuple[float, date]]:

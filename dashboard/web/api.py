@@ -14,7 +14,7 @@ from django.utils.cache import get_conditional_response, patch_vary_headers
 from django.utils.http import http_date
 from django.views.decorators.http import require_GET
 
-from dashboard.benchmarks.columns import commits_identities, timeline_columns
+from dashboard.benchmarks.columns import series_points
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
 from dashboard.web.filters import FilterInvalid, timeline_filters_parse
 from dashboard.web.timeline_data import timeline_payload, timeline_version
@@ -122,7 +122,7 @@ def suite_series(request: HttpRequest, suite: str) -> HttpResponse:
         filters = timeline_filters_parse(query=request.GET, default_hardware=suite_row.hardware_class)
     except FilterInvalid as error:
         return JsonResponse({"error": str(error)}, status=400)
-    columns = timeline_columns(
+    found = series_points(
         suite=suite_row,
         hardware_class=filters.hardware_class,
         metrics=tuple(m for m in request.GET.getlist("metric") if m) or HEADLINE_METRICS,
@@ -130,14 +130,6 @@ def suite_series(request: HttpRequest, suite: str) -> HttpResponse:
         date_to=filters.date_to,
         concurrencies=filters.concurrencies,
     )
-    identities = commits_identities(
-        commit_ids={c for item in columns.series for c in item.commit_ids.tolist()}
-    )
-    # Each commit's fields once, shared by every series that has it.
-    shown = {
-        commit_id: {"commit": sha, "committed_at": at, "pr_number": pr_number}
-        for commit_id, (sha, at, pr_number) in identities.items()
-    }
     body = {
         "suite": suite_row.name,
         "hardware": filters.hardware_class,
@@ -146,13 +138,11 @@ def suite_series(request: HttpRequest, suite: str) -> HttpResponse:
                 "metric": item.metric,
                 "concurrency": item.concurrency,
                 "points": [
-                    {**shown[commit_id], "value": value, "runs": runs}
-                    for commit_id, value, runs in zip(
-                        item.commit_ids.tolist(), item.values.tolist(), item.runs.tolist(), strict=True
-                    )
+                    {"commit": sha, "committed_at": at, "pr_number": pr_number, "value": value, "runs": runs}
+                    for sha, at, pr_number, value, runs in item.points
                 ],
             }
-            for item in columns.series
+            for item in found
         ],
     }
     # orjson: ten thousand points encode in a few milliseconds, where json.dumps takes tens.
