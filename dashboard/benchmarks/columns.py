@@ -15,7 +15,7 @@ from datetime import date, datetime
 import numpy as np
 import numpy.typing as npt
 from django.db import connection
-from django.db.models import F, Min, Q
+from django.db.models import F, Min, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, TruncDate
 
@@ -79,6 +79,33 @@ def commit_values(groups: Ints, values: Floats) -> tuple[Ints, Floats, Ints, Flo
     return keys[starts], (lower + upper) / 2, counts, spread
 
 
+def _identities(
+    *, suite: Suite, hardware_class: str, metrics: tuple[str, ...], concurrencies: tuple[int, ...]
+) -> dict[int, tuple[str, int]]:
+    """Series id -> (metric, concurrency) of the series a timeline of these filters draws."""
+    series_rows = Series.objects.filter(suite=suite, hardware_class=hardware_class, metric__in=metrics)
+    if concurrencies:
+        # Whole-run metrics (capacity, accuracy) have no level and are drawn whatever levels are picked.
+        series_rows = series_rows.filter(concurrency__in=(WHOLE_RUN, *concurrencies))
+    return {
+        pk: (metric, level) for pk, metric, level in series_rows.values_list("pk", "metric", "concurrency")
+    }
+
+
+def _measurements(
+    *, suite: Suite, hardware_class: str, series_ids: list[int], date_from: date | None, date_to: date | None
+) -> QuerySet[Measurement]:
+    """Measurements of these series by succeeded runs whose commit's UTC day is within the dates."""
+    # Succeeded runs of the suite and class (an index range) rather than a join on every run.
+    succeeded = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.SUCCEEDED)
+    measurements = Measurement.objects.filter(series_id__in=series_ids, run_id__in=succeeded.values("pk"))
+    if date_from:
+        measurements = measurements.filter(commit__committed_at__date__gte=date_from)
+    if date_to:
+        measurements = measurements.filter(commit__committed_at__date__lte=date_to)
+    return measurements
+
+
 def _rows(
     *,
     suite: Suite,
@@ -89,13 +116,13 @@ def _rows(
     x_range: tuple[float, float] | None,
 ) -> Floats:
     """(series id, commit id, position or -1, value) per measurement, as a float array."""
-    # Succeeded runs of the suite and class (an index range) rather than a join on every run.
-    succeeded = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.SUCCEEDED)
-    measurements = Measurement.objects.filter(series_id__in=series_ids, run_id__in=succeeded.values("pk"))
-    if date_from:
-        measurements = measurements.filter(commit__committed_at__date__gte=date_from)
-    if date_to:
-        measurements = measurements.filter(commit__committed_at__date__lte=date_to)
+    measurements = _measurements(
+        suite=suite,
+        hardware_class=hardware_class,
+        series_ids=series_ids,
+        date_from=date_from,
+        date_to=date_to,
+    )
     if x_range is not None:
         measurements = measurements.filter(
             Q(commit__position__gte=int(np.floor(x_range[0])), commit__position__lte=int(np.ceil(x_range[1])))
@@ -143,13 +170,9 @@ def timeline_columns(
     """Per (metric, concurrency), ordered by metric as given then concurrency: one point per benchmarked
     commit of succeeded runs, repeats folded by `commit_values`. `x_range` keeps the commits whose
     position on main falls in it. Two queries (three when some commit has no position yet)."""
-    series_rows = Series.objects.filter(suite=suite, hardware_class=hardware_class, metric__in=metrics)
-    if concurrencies:
-        # Whole-run metrics (capacity, accuracy) have no level and are drawn whatever levels are picked.
-        series_rows = series_rows.filter(concurrency__in=(WHOLE_RUN, *concurrencies))
-    identities = {
-        pk: (metric, level) for pk, metric, level in series_rows.values_list("pk", "metric", "concurrency")
-    }
+    identities = _identities(
+        suite=suite, hardware_class=hardware_class, metrics=metrics, concurrencies=concurrencies
+    )
     if not identities:
         return TimelineColumns(series=(), by_position=True)
     table = _rows(
@@ -269,22 +292,18 @@ def series_points(
     """The points of timeline_columns with the commit each names, for the series API: one per benchmarked
     commit of succeeded runs in main order, repeats folded by the median. Two queries: the series, then
     their measurements with their commits, in order, so that one pass over the rows shapes them."""
-    series_rows = Series.objects.filter(suite=suite, hardware_class=hardware_class, metric__in=metrics)
-    if concurrencies:
-        series_rows = series_rows.filter(concurrency__in=(WHOLE_RUN, *concurrencies))
-    identities = {
-        pk: (metric, level) for pk, metric, level in series_rows.values_list("pk", "metric", "concurrency")
-    }
+    identities = _identities(
+        suite=suite, hardware_class=hardware_class, metrics=metrics, concurrencies=concurrencies
+    )
     if not identities:
         return []
-    succeeded = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.SUCCEEDED)
-    measurements = Measurement.objects.filter(
-        series_id__in=list(identities), run_id__in=succeeded.values("pk")
+    measurements = _measurements(
+        suite=suite,
+        hardware_class=hardware_class,
+        series_ids=list(identities),
+        date_from=date_from,
+        date_to=date_to,
     )
-    if date_from:
-        measurements = measurements.filter(commit__committed_at__date__gte=date_from)
-    if date_to:
-        measurements = measurements.filter(commit__committed_at__date__lte=date_to)
     measurements = measurements.order_by("series_id", *main_order(prefix="commit__"))
     fields = ("series_id", "commit_id", "commit__sha", "commit__pr_number", "value")
     if connection.vendor == "postgresql":
