@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+
+from django.utils.http import urlencode
 
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
@@ -131,6 +133,8 @@ class OverviewCard:
     overview: SuiteOverview
     rows: tuple[LevelRow, ...]
     sparkline: Sparkline | None
+    timeline_href: str
+    commit_href: str  # the latest commit's page
 
 
 def _sparkline(series: SparklineSeries | None, element_id: str) -> Sparkline | None:
@@ -159,7 +163,11 @@ def overview_cards(
     *,
     overviews: Sequence[SuiteOverview],
     sparklines: dict[tuple[int, str], SparklineSeries],
+    suite_url: Callable[[str], str],
+    commit_url: Callable[[str], str],
 ) -> list[OverviewCard]:
+    """A card per suite and hardware class; links built by `suite_url(name)` and `commit_url(sha)`, each
+    route reversed once rather than once a card (hundreds of cards)."""
     cards = []
     for index, overview in enumerate(overviews, start=1):
         levels = sorted({concurrency for _, concurrency in overview.latest_values})
@@ -171,7 +179,15 @@ def overview_cards(
             for concurrency in levels
         )
         series = sparklines.get((overview.suite.pk, overview.hardware_class))
+        latest = overview.latest_commit
+        query = urlencode({"hardware": overview.hardware_class})
         cards.append(
-            OverviewCard(overview=overview, rows=rows, sparkline=_sparkline(series, f"sparkline-{index}"))
+            OverviewCard(
+                overview=overview,
+                rows=rows,
+                sparkline=_sparkline(series, f"sparkline-{index}"),
+                timeline_href=f"{suite_url(overview.suite.name)}?{query}",
+                commit_href=commit_url(latest.sha) if latest else "",
+            )
         )
     return cards

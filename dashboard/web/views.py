@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import timedelta
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
@@ -35,22 +36,32 @@ from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, o
 QUICK_RANGES_DAYS = (7, 30, 90)
 
 
+def _route_builder(name: str, placeholder: str) -> Callable[[str], str]:
+    """argument -> path of the route `name`, reversed once rather than once per use."""
+    pattern = reverse(name, args=[placeholder])
+    return lambda argument: pattern.replace(placeholder, argument)
+
+
 def commit_url_builder() -> CommitUrl:
     """sha -> commit page path, reversing the route once rather than once per chart point."""
-    placeholder = "0" * 40
-    pattern = reverse("web:commit", args=[placeholder])
-    return lambda sha: pattern.replace(placeholder, sha)
+    return _route_builder("web:commit", "0" * 40)
 
 
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
-    cards = overview_cards(overviews=selectors.suites_overview(), sparklines=selectors.suites_sparklines())
+    cards = overview_cards(
+        overviews=selectors.suites_overview(),
+        sparklines=selectors.suites_sparklines(),
+        suite_url=_route_builder("web:suite-timeline", "suite-name-placeholder"),
+        commit_url=commit_url_builder(),
+    )
     return render(
         request,
         "web/overview.html",
         {
             "cards": cards,
-            "headline": HEADLINE_DISPLAYS,
+            # The same head for every card: rendered once, not once per card.
+            "headline_head": render_to_string("web/_headline_head.html", {"headline": HEADLINE_DISPLAYS}),
             "recent_commits": selectors.commits_recently_benchmarked(limit=15),
             "open_regressions": alert_groups_open(),
         },
