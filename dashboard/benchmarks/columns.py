@@ -1,6 +1,6 @@
 """A suite's timelines as columns (numpy arrays), read in one query: what charts and the series API draw.
 
-A commit's value is the median of its runs, with their spread (highest minus lowest): `commit_values` is
+A commit's value is the median of its runs, with their lowest and highest: `commit_values` is
 the one place that rule is applied to columns, the vectorised form of
 dashboard.benchmarks.statistics.commit_value for whole timelines at once (a test keeps them equal).
 """
@@ -37,7 +37,8 @@ Ints = npt.NDArray[np.int64]
 
 @dataclass(frozen=True)
 class SeriesColumns:
-    """One line of a chart: per benchmarked commit (in main order) its x, value, run count and spread."""
+    """One line of a chart: per benchmarked commit (in main order) its x, value, run count and
+    the range of its runs."""
 
     metric: str
     concurrency: int
@@ -45,7 +46,8 @@ class SeriesColumns:
     x: Floats
     values: Floats
     runs: Ints
-    spread: Floats
+    lowest: Floats  # of the commit's runs; the value is their median
+    highest: Floats
 
 
 @dataclass(frozen=True)
@@ -63,20 +65,25 @@ class CommitFacts:
     committed_at: datetime | None
 
 
-def commit_values(groups: Ints, values: Floats) -> tuple[Ints, Floats, Ints, Floats]:
+def commit_values(groups: Ints, values: Floats) -> tuple[Ints, Floats, Ints, Floats, Floats]:
     """Per distinct `groups` key (rows of one series and commit share one): (key, median of its values,
-    how many, highest minus lowest). Vectorised: one sort, whatever the number of repeats."""
+    how many, lowest, highest). Vectorised: one sort, whatever the number of repeats."""
     if len(groups) == 0:
         empty = np.zeros(0)
-        return np.zeros(0, dtype=np.int64), empty, np.zeros(0, dtype=np.int64), empty
+        return np.zeros(0, dtype=np.int64), empty, np.zeros(0, dtype=np.int64), empty, empty
     order = np.lexsort((values, groups))
     keys, sorted_values = groups[order], values[order]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
     counts = np.diff(np.r_[starts, len(keys)])
     lower = sorted_values[starts + (counts - 1) // 2]
     upper = sorted_values[starts + counts // 2]
-    spread = sorted_values[starts + counts - 1] - sorted_values[starts]
-    return keys[starts], (lower + upper) / 2, counts, spread
+    return (
+        keys[starts],
+        (lower + upper) / 2,
+        counts,
+        sorted_values[starts],
+        sorted_values[starts + counts - 1],
+    )
 
 
 def _identities(
@@ -203,16 +210,16 @@ def timeline_columns(
     else:
         x_of_commit = _ranks(set(commit_ids.tolist()))
     stride = int(commit_ids.max()) + 1
-    keys, medians, counts, spreads = commit_values(series_ids * stride + commit_ids, values)
+    keys, medians, counts, lowest, highest = commit_values(series_ids * stride + commit_ids, values)
     key_series, key_commits = keys // stride, keys % stride
     xs = np.fromiter((x_of_commit[c] for c in key_commits.tolist()), dtype=np.float64, count=len(keys))
     if x_range is not None and not by_position:
         inside = (xs >= x_range[0]) & (xs <= x_range[1])
         key_series, key_commits, xs = key_series[inside], key_commits[inside], xs[inside]
-        medians, counts, spreads = medians[inside], counts[inside], spreads[inside]
+        medians, counts, lowest, highest = medians[inside], counts[inside], lowest[inside], highest[inside]
     order = np.lexsort((xs, key_series))
     key_series, key_commits, xs = key_series[order], key_commits[order], xs[order]
-    medians, counts, spreads = medians[order], counts[order], spreads[order]
+    medians, counts, lowest, highest = medians[order], counts[order], lowest[order], highest[order]
     bounds = np.flatnonzero(np.r_[True, key_series[1:] != key_series[:-1], True])
     result = []
     for start, end in itertools.pairwise(bounds.tolist()):
@@ -225,7 +232,8 @@ def timeline_columns(
                 x=xs[start:end],
                 values=medians[start:end],
                 runs=counts[start:end],
-                spread=spreads[start:end],
+                lowest=lowest[start:end],
+                highest=highest[start:end],
             )
         )
     result.sort(key=lambda item: (metrics.index(item.metric), item.concurrency))

@@ -347,7 +347,7 @@ def suites_sparklines(
     table = np.array(rows, dtype=np.float64).reshape(len(rows), 3)
     series_ids = table[:, 0].astype(np.int64)
     # Oldest first: the highest rank of a series is its oldest commit.
-    keys, values, _, _ = commit_values(
+    keys, values, *_ = commit_values(
         series_ids * (last + 1) + (last - table[:, 1].astype(np.int64)), table[:, 2]
     )
     by_series: dict[int, list[float]] = defaultdict(list)

@@ -163,6 +163,27 @@ def series_thin(
     ]
 
 
+def _repeats_spread(item: DrawnSeries, *, color: str) -> dict[str, Any]:
+    """A commit measured more than once shows its runs' lowest to highest as a bar around the median (none
+    for a single run), and its run count and spread in the hover."""
+    runs = item.series.runs[item.indexes]
+    values = item.series.values[item.indexes]
+    lowest, highest = item.series.lowest[item.indexes], item.series.highest[item.indexes]
+    repeated = runs > 1
+    return {
+        "repeats": {"runs": typed_array(runs), "spread": typed_array(highest - lowest)},
+        "error_y": {
+            "type": "data",
+            "symmetric": False,
+            "array": typed_array(np.where(repeated, highest - values, np.nan)),
+            "arrayminus": typed_array(np.where(repeated, values - lowest, np.nan)),
+            "color": _translucent(color, alpha=0.6),
+            "thickness": 1.2,
+            "width": 3,
+        },
+    }
+
+
 def timeline_figure(
     *,
     metric: str,
@@ -209,10 +230,7 @@ def timeline_figure(
         }
         runs = item.series.runs[item.indexes]
         if (runs > 1).any():
-            trace["repeats"] = {
-                "runs": typed_array(runs),
-                "spread": typed_array(item.series.spread[item.indexes]),
-            }
+            trace.update(_repeats_spread(item, color=color))
         data.append(trace)
     initial_ticks = _spread(list(days if len(days) >= 3 else commit_ticks), MAX_TICKS)
     layout = chart_layout(unit=display.unit, height=300)

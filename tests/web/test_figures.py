@@ -33,7 +33,8 @@ def _columns(
         x=np.array(xs, dtype=np.float64),
         values=np.array(values or [100.0] * count, dtype=np.float64),
         runs=np.ones(count, dtype=np.int64),
-        spread=np.zeros(count),
+        lowest=np.array(values or [100.0] * count, dtype=np.float64),
+        highest=np.array(values or [100.0] * count, dtype=np.float64),
     )
 
 
@@ -130,22 +131,22 @@ def test_sparkline_is_the_series_scaled_into_its_box_with_the_latest_point_marke
     assert shape.area.startswith("0,72 ") and shape.area.endswith(" 1000.0,72")
 
 
-def test_a_commit_value_is_the_median_of_its_runs_with_their_spread() -> None:
+def test_a_commit_value_is_the_median_of_its_runs_with_their_range() -> None:
     groups = np.array([7, 3, 7, 7, 3], dtype=np.int64)
     values = np.array([10.0, 5.0, 40.0, 12.0, 7.0])
-    keys, medians, counts, spreads = commit_values(groups, values)
+    keys, medians, counts, lowest, highest = commit_values(groups, values)
     assert keys.tolist() == [3, 7]
     assert medians.tolist() == [6.0, 12.0]
     assert counts.tolist() == [2, 3]
-    assert spreads.tolist() == [2.0, 30.0]
+    assert (lowest.tolist(), highest.tolist()) == ([5.0, 10.0], [7.0, 40.0])
 
 
 def test_the_columns_fold_repeats_by_the_same_rule_as_the_statistics_module() -> None:
     rng = np.random.default_rng(5)
     groups = rng.integers(0, 40, 300)
     values = rng.lognormal(4, 0.1, 300)
-    keys, medians, counts, spreads = commit_values(groups, values)
-    for key, median, runs, spread in zip(keys, medians, counts, spreads, strict=True):
+    keys, medians, counts, lowest, highest = commit_values(groups, values)
+    for key, median, runs, spread in zip(keys, medians, counts, highest - lowest, strict=True):
         rule = commit_value(values[groups == key])
         assert (median, runs, spread) == (
             pytest.approx(rule.value),
@@ -235,3 +236,26 @@ def test_a_dense_line_is_drawn_without_a_marker_per_point_and_a_sparse_one_with_
 
     assert mode(MARKERS_UP_TO_POINTS) == "lines+markers"
     assert mode(MARKERS_UP_TO_POINTS + 1) == "lines"
+
+
+def test_a_repeated_commit_has_a_bar_from_its_lowest_to_its_highest_run_and_a_single_run_none() -> None:
+    series = SeriesColumns(
+        metric="ttft_ms_mean",
+        concurrency=1,
+        commit_ids=np.array([1, 2], dtype=np.int64),
+        x=np.array([0.0, 1.0]),
+        values=np.array([104.0, 90.0]),
+        runs=np.array([3, 1], dtype=np.int64),
+        lowest=np.array([100.0, 90.0]),
+        highest=np.array([130.0, 90.0]),
+    )
+    figure = timeline_figure(
+        metric="ttft_ms_mean", drawn=series_thin([series], buckets=None), days=[], by_position=True
+    )
+
+    (trace,) = figure["data"]
+    above, below = column(trace["error_y"]["array"]), column(trace["error_y"]["arrayminus"])
+    assert (above[0], below[0]) == (26.0, 4.0)
+    assert np.isnan(above[1]) and np.isnan(below[1])
+    assert trace["error_y"]["symmetric"] is False
+    assert column(trace["repeats"]["runs"]) == [3, 1]
