@@ -331,6 +331,22 @@
       });
   }
 
+  // After the browser has painted what is drawn so far (at once in a hidden tab, which paints nothing).
+  function afterPaint() {
+    return new Promise(function (resolve) {
+      if (document.hidden) return resolve();
+      window.requestAnimationFrame(function () { window.setTimeout(resolve, 0); });
+    });
+  }
+
+  // Each chart replaces its skeleton and is shown before the next is drawn, so the first appears at once
+  // rather than all together after the last.
+  function inTurn(charts, drawOne) {
+    return charts.reduce(function (previous, chart, index) {
+      return previous.then(index ? afterPaint : null).then(function () { return drawOne(chart); });
+    }, Promise.resolve());
+  }
+
   // The timeline page: one request for all its charts, thinned to the width of the widest.
   function loadGroup(element) {
     var charts = Array.prototype.slice.call(element.querySelectorAll("[data-metric]"));
@@ -343,11 +359,11 @@
       .then(function (payloads) {
         var payload = payloads[0];
         element.dataset.resolution = payload.decimated ? "decimated" : "full";
-        return Promise.all(charts.map(function (chart) {
+        return inTurn(charts, function (chart) {
           var figure = payload.figures[chart.dataset.metric];
           if (!figure) return showProblem(chart, "No chart for " + chart.dataset.metric + ".");
           return draw(chart, figure, payload.commits);
-        }));
+        });
       })
       .catch(function (error) {
         charts.forEach(function (chart) { showProblem(chart, "Could not load this chart: " + error.message); });
