@@ -174,12 +174,15 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
 
     impacts: dict[int, list[PullImpact]] = defaultdict(list)
     suites = Suite.objects.in_bulk([suite for suite, _ in benchmarked], field_name="name")
+    # Noise only where some PR has a range: a suite benchmarked on neither side of any of them needs none.
+    measured = {(suite, hardware_class) for _, suite, hardware_class in ranges}
     noises = series_noises(
-        scopes=[(suites[suite].pk, hardware_class) for suite, hardware_class in benchmarked]
+        scopes=[(suites[suite].pk, hardware_class) for suite, hardware_class in measured],
+        metrics=HEADLINE_METRICS,
     )
     statistics = {
         (suite, hardware_class): ScopeStatistics(noise=noises.get((suites[suite].pk, hardware_class), {}))
-        for suite, hardware_class in benchmarked
+        for suite, hardware_class in measured
     }
     for pull in placed:
         for (suite, hardware_class), _ in sorted(benchmarked.items()):
