@@ -307,13 +307,15 @@ def sparkline_shape(*, series: SparklineSeries) -> SparklineShape:
         (index * step, SPARK_HEIGHT - (value - low) / (high - low) * SPARK_HEIGHT)
         for index, value in enumerate(values)
     ]
-    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in coordinates)
+    # Whole units across (a thousand of them span the card) and tenths up: hundreds of cards' worth of
+    # points are most of the overview's HTML.
+    line = " ".join(f"{x:.0f},{y:.1f}" for x, y in coordinates)
     color = concurrency_color(concurrency=series.concurrency)
     return SparklineShape(
         line=line,
         area=f"0,{SPARK_HEIGHT} {line} {coordinates[-1][0]:.1f},{SPARK_HEIGHT}",
-        last_x=coordinates[-1][0],
-        last_y=coordinates[-1][1],
+        last_x=round(coordinates[-1][0], 1),
+        last_y=round(coordinates[-1][1], 1),
         color=color,
         fill=_translucent(color, alpha=0.08),
     )
