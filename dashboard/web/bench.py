@@ -337,6 +337,12 @@ BROWSER_REPEATS = 3
 BROWSER_LIMIT_MS = 90_000
 INGEST_SAMPLE = 10
 CHROMIUM = "/usr/bin/chromium"
+# Where a page's time goes: its first byte, its scripts run, its chart data fetched (0: none fetched).
+STAGES_JS = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  const fetched = performance.getEntriesByType('resource').filter(r => r.initiatorType === 'fetch');
+  return [nav.responseStart, nav.domContentLoadedEventEnd, Math.max(0, ...fetched.map(r => r.responseEnd))];
+}"""
 SAMPLE_REPORT = (
     Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "guidellm" / "guidellm-stub-seed-scaled.json"
 )
@@ -542,6 +548,7 @@ def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
         env={**os.environ, "PERFWATCH_HTTPS": "false"},
     )
     results: dict[str, list[float]] = {"timeline": [], "overview": []}
+    stages: dict[str, list[list[float]]] = {"timeline": [], "overview": []}
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -565,6 +572,7 @@ def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
                                 "() => document.body.dataset.chartsDrawn === 'true'", timeout=BROWSER_LIMIT_MS
                             )
                             results[name].append(page.evaluate("() => performance.now()"))
+                            stages[name].append(page.evaluate(STAGES_JS))
                         except PlaywrightTimeout:
                             say(f"Chromium: the {name} was not drawn within {BROWSER_LIMIT_MS} ms")
                             results[name].append(float(BROWSER_LIMIT_MS))
@@ -578,6 +586,14 @@ def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
         f"Chromium, until every chart is drawn: timeline {_median(results['timeline']):.0f} ms, "
         f"overview with {OVERVIEW_CARDS} cards {_median(results['overview']):.0f} ms"
     )
+    for name, found in stages.items():
+        if found:
+            first_byte, scripts_run, data_in = (_median([run[index] for run in found]) for index in range(3))
+            say(
+                f"  {name}, medians: first byte {first_byte:.0f} ms, scripts run (DOMContentLoaded) "
+                f"{scripts_run:.0f} ms, chart data in {data_in:.0f} ms, every chart drawn "
+                f"{_median(results[name]):.0f} ms"
+            )
     return {
         "timeline_draw_ms": _median(results["timeline"]),
         "overview_draw_ms": _median(results["overview"]),
