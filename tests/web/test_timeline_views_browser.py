@@ -1,6 +1,7 @@
 """The timeline as a triager reads it for steps, in Chromium: skeletons while it loads, the spread of a
 commit's repeated runs, scales, small multiples and PR labels that never overlap."""
 
+import itertools
 from typing import cast
 
 import pytest
@@ -71,3 +72,117 @@ def test_a_commit_measured_three_times_is_drawn_with_a_bar_from_its_lowest_to_it
           return trace.customdata[3][5]; }}"""
     )
     assert "median of 3 runs" in hover
+
+
+LINES = """
+(metric) => {
+  const gd = document.querySelector(`[data-metric="${metric}"]`);
+  return gd.data.filter(trace => !trace.meta).map(trace => ({
+    name: trace.name, x: Array.from(trace.x), y: Array.from(trace.y), yaxis: trace.yaxis || 'y'}));
+}
+"""
+AXES = """
+(metric) => {
+  const full = document.querySelector(`[data-metric="${metric}"]`)._fullLayout;
+  return Object.keys(full).filter(key => /^yaxis\\d*$/.test(key) && key !== 'yaxis2')
+    .map(key => ({id: full[key]._id, type: full[key].type, domain: full[key].domain, range: full[key].range,
+                  title: full[key].title.text}));
+}
+"""
+THROUGHPUT = "output_throughput_tok_s"
+
+
+def _measured(commits, level: int, metric: str = THROUGHPUT) -> list[float]:
+    return [
+        commit.measurements.get(series__metric=metric, series__concurrency=level).value for commit in commits
+    ]
+
+
+def _wait_for_url(browser, fragment: str) -> None:
+    browser.page.wait_for_url(lambda url: fragment in url)
+
+
+def test_relative_scale_shows_each_level_as_percent_of_the_first_commit_in_view_then_of_a_chosen_one(
+    browser, build_history
+) -> None:
+    commits = build_history(commits=8, concurrencies=(1, 16))
+    browser.open(TIMELINE)
+
+    browser.page.click("[data-scale=relative]")
+    _wait_for_url(browser, "scale=relative")
+    browser.page.wait_for_function(
+        f"() => document.querySelector('[data-metric={THROUGHPUT}]').layout.yaxis.title.text.includes('%')"
+    )
+
+    for line, level in zip(browser.page.evaluate(LINES, THROUGHPUT), (1, 16), strict=True):
+        values = _measured(commits, level)
+        assert line["y"] == pytest.approx([(value / values[0] - 1) * 100 for value in values], abs=1e-3)
+
+    # Zoomed, the base is the first commit in the window.
+    browser.page.evaluate(
+        "([low, high]) => Plotly.relayout(document.querySelector('.js-plotly-plot'), "
+        "{'xaxis.range': [low, high]})",
+        [commits[2].position - 0.5, commits[6].position + 0.5],
+    )
+    _wait_for_url(browser, "x0=")
+    browser.page.wait_for_function(
+        f"() => document.querySelector('[data-metric={THROUGHPUT}]').data[0].y[2] === 0"
+    )
+    values = _measured(commits, 16)
+    assert browser.page.evaluate(LINES, THROUGHPUT)[1]["y"] == pytest.approx(
+        [(value / values[2] - 1) * 100 for value in values], abs=1e-3
+    )
+
+    base = commits[3].sha
+    browser.page.fill("[data-view-base]", base[:10])
+    browser.page.press("[data-view-base]", "Enter")
+    _wait_for_url(browser, f"base={base[:10]}")
+    browser.page.wait_for_function(
+        f"() => document.querySelector('[data-metric={THROUGHPUT}]').data[0].y[3] === 0"
+    )
+    for line, level in zip(browser.page.evaluate(LINES, THROUGHPUT), (1, 16), strict=True):
+        values = _measured(commits, level)
+        assert line["y"] == pytest.approx([(value / values[3] - 1) * 100 for value in values], abs=1e-3)
+    assert browser.console_errors == []
+
+
+def test_log_scale_sets_a_logarithmic_y_axis_and_is_kept_in_a_permalink(browser, build_history) -> None:
+    build_history(commits=6, concurrencies=(1, 16))
+    browser.open(TIMELINE)
+    assert {axis["type"] for axis in browser.page.evaluate(AXES, THROUGHPUT)} == {"linear"}
+
+    browser.page.click("[data-scale=log]")
+    _wait_for_url(browser, "scale=log")
+    browser.page.wait_for_function(
+        f"() => document.querySelector('[data-metric={THROUGHPUT}]')._fullLayout.yaxis.type === 'log'"
+    )
+
+    browser.open(browser.page.url.removeprefix(browser.base_url))
+    assert {axis["type"] for axis in browser.page.evaluate(AXES, "ttft_ms_mean")} == {"log"}
+    assert browser.page.get_attribute("[data-scale=log]", "aria-pressed") == "true"
+
+
+def test_small_multiples_draw_each_concurrency_in_its_own_panel_fitted_to_its_own_values(
+    browser, build_history
+) -> None:
+    commits = build_history(commits=6, concurrencies=(1, 4, 16))
+    browser.open(TIMELINE)
+
+    browser.page.check("[data-view-multiples]")
+    _wait_for_url(browser, "multiples=1")
+    browser.page.wait_for_function(
+        f"() => document.querySelector('[data-metric={THROUGHPUT}]').data.some(trace => trace.yaxis === 'y3')"
+    )
+
+    lines = browser.page.evaluate(LINES, THROUGHPUT)
+    axes = {axis["id"]: axis for axis in browser.page.evaluate(AXES, THROUGHPUT)}
+    assert len({line["yaxis"] for line in lines}) == 3 == len(axes)
+    domains = sorted(axes[line["yaxis"]]["domain"] for line in lines)
+    assert all(lower[1] <= upper[0] for lower, upper in itertools.pairwise(domains))
+    for line, level in zip(lines, (1, 4, 16), strict=True):
+        low, high = axes[line["yaxis"]]["range"]
+        values = _measured(commits, level)
+        # Each panel spans its own level's values, not every level's: c=16 does not flatten c=1.
+        assert low <= min(values) and max(values) <= high
+        assert high - low < 2 * (max(values) - min(values)) + 1e-6
+        assert axes[line["yaxis"]]["title"] == f"c={level}"
