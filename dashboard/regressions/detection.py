@@ -132,7 +132,8 @@ def _hampel(*, signal: FloatArray, sigma: float) -> FloatArray:
     # Reflecting at the ends keeps an outlier at position 0 from filling most of its own window.
     padded = np.pad(signal, HAMPEL_HALF_WINDOW, mode="reflect")
     windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * HAMPEL_HALF_WINDOW + 1)
-    medians = np.median(windows, axis=1)
+    # The middle of each sorted odd-sized window is exactly what np.median returns, without its overhead.
+    medians = np.sort(windows, axis=1)[:, HAMPEL_HALF_WINDOW]
     outliers = np.abs(signal - medians) > HAMPEL_SIGMAS * sigma
     return np.where(outliers, medians, signal)
 
@@ -165,6 +166,40 @@ def _seeded_intervals(*, length: int) -> tuple[_Intervals, ...]:
     return tuple(layers)
 
 
+@dataclass(frozen=True)
+class _LayerGeometry:
+    """What the CUSUM of one layer of intervals needs besides the data: the same for every series of a
+    length, so it is computed once per length (values as the loop computed them, to the bit)."""
+
+    splits: npt.NDArray[np.int64]
+    left_count: FloatArray
+    right_count: FloatArray
+    balance: FloatArray  # sqrt(left · right / width)
+    rows: npt.NDArray[np.int64]
+    last_offset: int
+
+
+@functools.lru_cache(maxsize=64)
+def _geometry_for(*, length: int) -> tuple[_LayerGeometry, ...]:
+    geometry = []
+    for layer in _seeded_intervals(length=length):
+        width = int(layer.ends[0] - layer.starts[0])
+        offsets = np.arange(MIN_SEGMENT, width - MIN_SEGMENT + 1)
+        left_count = offsets[None, :].astype(np.float64)
+        right_count = width - left_count
+        geometry.append(
+            _LayerGeometry(
+                splits=layer.starts[:, None] + offsets[None, :],
+                left_count=left_count,
+                right_count=right_count,
+                balance=np.sqrt(left_count * right_count / width),
+                rows=np.arange(layer.starts.size),
+                last_offset=offsets.size - 1,
+            )
+        )
+    return tuple(geometry)
+
+
 def _narrowest_over_threshold(
     *, prefix: FloatArray, intervals: Sequence[_Intervals], scale: float, threshold: float
 ) -> list[int]:
@@ -173,23 +208,17 @@ def _narrowest_over_threshold(
     candidate_ends: list[npt.NDArray[np.int64]] = []
     candidate_splits: list[npt.NDArray[np.int64]] = []
     candidate_scores: list[FloatArray] = []
-    for layer in intervals:
-        width = int(layer.ends[0] - layer.starts[0])
-        offsets = np.arange(MIN_SEGMENT, width - MIN_SEGMENT + 1)
-        starts = layer.starts[:, None]
-        splits = starts + offsets[None, :]
-        ends = layer.ends[:, None]
-        left_count = offsets[None, :].astype(np.float64)
-        right_count = width - left_count
-        left_mean = (prefix[splits] - prefix[starts]) / left_count
-        right_mean = (prefix[ends] - prefix[splits]) / right_count
-        cusum = np.sqrt(left_count * right_count / width) * np.abs(left_mean - right_mean) / scale
+    for layer, geometry in zip(intervals, _geometry_for(length=prefix.size - 1), strict=True):
+        starts, ends, splits = layer.starts[:, None], layer.ends[:, None], geometry.splits
+        left_mean = (prefix[splits] - prefix[starts]) / geometry.left_count
+        right_mean = (prefix[ends] - prefix[splits]) / geometry.right_count
+        cusum = geometry.balance * np.abs(left_mean - right_mean) / scale
         best = np.argmax(cusum, axis=1)
-        rows = np.arange(best.size)
+        rows = geometry.rows
         # A maximum on the last allowed split inside the series means the change may lie just outside
         # this interval, where the minimum segment forbids it: a wider interval places it correctly.
         cut_short = ((best == 0) & (layer.starts > 0)) | (
-            (best == offsets.size - 1) & (layer.ends < prefix.size - 1)
+            (best == geometry.last_offset) & (layer.ends < prefix.size - 1)
         )
         over = (cusum[rows, best] > threshold) & ~cut_short
         candidate_starts.append(layer.starts[over])
