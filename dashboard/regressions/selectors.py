@@ -410,11 +410,31 @@ def alert_groups_naming(*, commit: Commit) -> list[AlertGroupRow]:
     return _with_alerts(_groups_holding(commits=[commit]) | AlertGroup.objects.filter(head_commit=commit))
 
 
-def alert_groups_related(*, group: AlertGroup, commits: Sequence[Commit]) -> list[AlertGroupRow]:
-    """Other groups tied to this one's range `commits` by a revert: the range reverts a PR that a group
-    holds, or a group holds the revert of a PR in the range."""
+@dataclass(frozen=True)
+class RelatedGroup:
+    """A group tied to another: by a revert, or by holding the same PRs (a commit measured on another suite
+    or hardware class, or over a different range)."""
+
+    row: AlertGroupRow
+    by_revert: bool
+    shared_pr_numbers: tuple[int, ...]
+
+
+def _holds(group: AlertGroup, commit: Commit) -> bool:
+    """Whether `group`'s range (base, head] holds `commit`, as `_groups_holding` selects them."""
+    base, head, position = group.base_commit.position, group.head_commit.position, commit.position
+    if base is None or head is None or position is None:
+        return False
+    return base < position <= head
+
+
+def alert_groups_related(*, group: AlertGroup, commits: Sequence[Commit]) -> list[RelatedGroup]:
+    """Other groups tied to this one's range `commits`: the range reverts a PR that a group holds, a group
+    holds the revert of a PR in the range, or a group's range holds a PR of this range too. Revert ties
+    first."""
     repository_id = group.head_commit.repository_id
-    numbers = [commit.pr_number for commit in commits if commit.pr_number]
+    with_pr = {commit.pr_number: commit for commit in commits if commit.pr_number}
+    numbers = list(with_pr)
     reverted = CommitRevert.objects.filter(commit__in=commits).values_list("reverted_pr_number", flat=True)
     linked = list(
         Commit.objects.filter(repository_id=repository_id, pr_number__in=list(reverted))
@@ -423,9 +443,18 @@ def alert_groups_related(*, group: AlertGroup, commits: Sequence[Commit]) -> lis
             pk__in=CommitRevert.objects.filter(reverted_pr_number__in=numbers).values("commit_id"),
         )
     )
-    if not linked:
-        return []
-    return _with_alerts(_groups_holding(commits=linked).exclude(pk=group.pk))
+    candidates = _with_alerts(_groups_holding(commits=[*linked, *with_pr.values()]).exclude(pk=group.pk))
+    related = [
+        RelatedGroup(
+            row=row,
+            by_revert=any(_holds(row.group, commit) for commit in linked),
+            shared_pr_numbers=tuple(
+                number for number, pr_commit in with_pr.items() if _holds(row.group, pr_commit)
+            ),
+        )
+        for row in candidates
+    ]
+    return sorted(related, key=lambda tie: not tie.by_revert)  # stable: largest first within each tie
 
 
 def alert_filter_choices() -> tuple[list[str], list[str]]:

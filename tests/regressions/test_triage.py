@@ -15,8 +15,9 @@ from tests.regressions.test_pages import group_create
 pytestmark = pytest.mark.django_db
 
 # Session and user, the group, its alerts, range commits, PRs, events, comments, notifications, bisection
-# runs, related groups, the triage form's choices: a fixed number whatever the thread's length.
-QUERIES_GROUP_PAGE = 19
+# runs, related groups (by a revert or the same PR), the triage form's choices: a fixed number whatever the
+# thread's length.
+QUERIES_GROUP_PAGE = 20
 
 
 @pytest.fixture
