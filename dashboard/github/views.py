@@ -141,6 +141,11 @@ def pull_request(request: HttpRequest, number: int) -> HttpResponse:
             "scope": scope,
             "scope_options": scope_options,
             "charts": charts,
+            # The chosen suite's before and after the merge, side by side.
+            "compare": next(
+                (impact for impact in detail.impacts if f"{impact.suite}/{impact.hardware_class}" == scope),
+                None,
+            ),
         },
     )
 

@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import Resolver404, resolve
 
+from dashboard.github.models import TrackingIssue
 from dashboard.regressions.models import AlertGroup, GroupKind
 from dashboard.regressions.selectors import alert_group_rows
 from tests.web import test_browser
@@ -20,6 +21,7 @@ browser = test_browser.browser  # the same Chromium fixture as the other pages' 
 # Every kind of page a triager moves between; a crawl from the overview must reach each one.
 PAGE_KINDS = {
     "web:overview",
+    "web:suites",
     "web:suite-timeline",
     "web:commit",
     "github:compare",
@@ -29,8 +31,10 @@ PAGE_KINDS = {
     "regressions:alerts",
     "regressions:alert-group",
     "github:tracking-issues",
+    "github:tracking-issue",
     "github:pull-request",
 }
+CRAWL_LIMIT = 150  # pages: the crawl must find every kind well within this
 LINKS = "() => Array.from(document.querySelectorAll('main a[href], header a[href]')).map(a => a.href)"
 PR_MENTION = r"^(?:PR )?#(\d{4,})$"
 # Every mention of a PR ("#51830", "PR #51830", linked or not) and where it links; commit subjects that end
@@ -102,15 +106,22 @@ def test_overview_lists_the_demos_open_regression_first_with_its_pr_link(browser
 def test_every_pr_mention_links_to_its_pr_page_and_a_crawl_reaches_every_kind_of_page(browser, demo) -> None:
     regression = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
     pr = regression.head_commit.pr_number
-    pages = ("/", f"/alerts/{regression.pk}/", f"/commits/{regression.head_commit.sha}/")
-    for path in pages:
+    tracking = TrackingIssue.objects.get()
+    culprit_pages = (
+        "/",
+        f"/alerts/{regression.pk}/",
+        f"/commits/{regression.head_commit.sha}/",
+        f"/prs/{pr}/",
+    )
+    for path in (*culprit_pages, f"/tracking/{tracking.repository.full_name}/{tracking.number}/"):
         mentions = _pr_links_of(browser, path)
         assert mentions, path
         for text, href in mentions:
             number = re.fullmatch(PR_MENTION, text)
             assert number is not None
             assert href == f"/prs/{number.group(1)}/", (path, text, href)
-        assert (f"PR #{pr}", f"/prs/{pr}/") in mentions, path
+        if path in culprit_pages:
+            assert f"/prs/{pr}/" in {href for _, href in mentions}, path
 
     # The regression's group links to compare (base -> head) and to its revert's group.
     browser.page.goto(f"{browser.base_url}/alerts/{regression.pk}/")
@@ -127,11 +138,13 @@ def test_every_pr_mention_links_to_its_pr_page_and_a_crawl_reaches_every_kind_of
     reached: dict[str, str] = {}
     queue = deque([browser.base_url + "/"])
     seen = set(queue)
-    while queue and set(reached) != PAGE_KINDS:
+    visited = 0
+    while queue and set(reached) != PAGE_KINDS and visited < CRAWL_LIMIT:
         url = queue.popleft()
         kind = _page_kind(url, browser.base_url)
         if kind is None or kind in reached:
             continue
+        visited += 1
         response = browser.page.goto(url)
         assert response is not None and response.ok, url
         reached[kind] = url
