@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.benchmarks.models import Commit, Run, Runner, RunStatus, Suite
+from dashboard.benchmarks.models import Commit, Run, RunKind, Runner, RunStatus, Suite
 from dashboard.benchmarks.services import repository_default, run_results_store
 from dashboard.benchmarks.subjects import subject_pr_number
+from dashboard.benchmarks.suites import suite_upsert
 from runners.guidellm_report import GuidellmReport, LevelResult
+from runners.suites import suite_get
 
 DEMO_SUITE = "kimi-k3-8k1k"
 DEMO_HARDWARE = "b300"
@@ -36,6 +39,33 @@ REFERENCE: dict[int, tuple[tuple[float, float, float], tuple[float, float, float
     16: ((258.3, 55.90, 7601.1), (725.0, 22.17, 1121.0)),
 }
 OUTPUT_TOKENS = 1000
+DEMO_GPU_COUNT = 8
+DEMO_GPU_MODEL = "NVIDIA B300"
+DEMO_HOST = "gpu-b300-01"
+DEMO_ENVIRONMENT: dict[str, object] = {
+    "host": DEMO_HOST,
+    "os": "Linux-6.14.0-1012-nvidia-x86_64-with-glibc2.39",
+    "cpu_model": "Intel(R) Xeon(R) 6960P",
+    "cpu_count": 288,
+    "memory_total_gib": 2015.6,
+    "gpu_source": "nvml",
+    "gpu_model": DEMO_GPU_MODEL,
+    "gpu_count": DEMO_GPU_COUNT,
+    "gpu_driver_version": "600.14",
+    "cuda_version": "13.3",
+    "torch_version": "2.12.0",
+    "guidellm_version": "0.8.1",
+    "demo": True,
+}
+# Seconds of each stage of a run on the B300 node: (low, high). Loading ~1 TB of weights on 8 GPUs and
+# capturing CUDA graphs dominates; the benchmark is three 150 s levels plus ramps.
+DEMO_STAGE_SECONDS: dict[str, tuple[float, float]] = {
+    RunStatus.INSTALLING: (200.0, 320.0),
+    RunStatus.STARTING_SERVER: (960.0, 1140.0),
+    RunStatus.BENCHMARKING: (480.0, 540.0),
+    RunStatus.STORING: (2.0, 9.0),
+}
+TELEMETRY_INTERVAL_S = 30
 
 # The tracking issue's PRs in merge order, with what they were about.
 TRACKING_PRS: tuple[tuple[int, str], ...] = (
@@ -155,6 +185,76 @@ def _exact_reference(concurrency: int, *, end: bool) -> dict[str, float]:
     return metrics
 
 
+def demo_vllm_version(*, commit: Commit) -> str:
+    """What the demo's server answers on /version at a commit: the v0.27.1 release at the start of the
+    history, a development build of 0.27.2 after it, as vLLM's wheels name them."""
+    if commit.position == 0:
+        return "0.27.1"
+    return f"0.27.2.dev{commit.position}+g{commit.sha[:9]}"
+
+
+def _demo_telemetry(*, benchmark_s: float, rng: random.Random) -> list[dict[str, float | int]]:
+    """NVML samples of the node's GPUs every TELEMETRY_INTERVAL_S of the benchmark: clocks near boost,
+    power and temperature climbing as the levels go up, the weights and KV cache filling memory."""
+    samples: list[dict[str, float | int]] = []
+    steps = int(benchmark_s // TELEMETRY_INTERVAL_S) + 1
+    for gpu_index in range(DEMO_GPU_COUNT):
+        warmth = rng.uniform(-2.0, 2.0)
+        for step in range(steps):
+            load = step / max(1, steps - 1)
+            samples.append(
+                {
+                    "elapsed_s": float(step * TELEMETRY_INTERVAL_S),
+                    "gpu_index": gpu_index,
+                    "sm_clock_mhz": round(rng.gauss(1965.0 - 60.0 * load, 12.0)),
+                    "power_w": round(rng.gauss(640.0 + 420.0 * load, 18.0), 1),
+                    "temperature_c": round(46.0 + 22.0 * load + warmth + rng.gauss(0.0, 0.6)),
+                    "memory_used_mib": round(262_400.0 + 1_800.0 * load + rng.gauss(0.0, 40.0)),
+                    "utilization_pct": round(min(100.0, rng.gauss(78.0 + 19.0 * load, 2.0))),
+                }
+            )
+    return samples
+
+
+def demo_run_create(
+    *, commit: Commit, suite: Suite, runner: Runner, finished_at: datetime, kind: str, rng: random.Random
+) -> Run:
+    """A succeeded run of the demo's node as a real one records it: queued after its commit landed,
+    each stage timed, the server's vLLM version, heartbeats and the GPUs' telemetry."""
+    stage_durations = {
+        stage: round(rng.uniform(low, high), 1) for stage, (low, high) in DEMO_STAGE_SECONDS.items()
+    }
+    started_at = finished_at - timedelta(seconds=sum(stage_durations.values()))
+    waited = timedelta(minutes=rng.uniform(4.0, 40.0))
+    committed_at = commit.committed_at or started_at
+    queued_at = min(max(committed_at, started_at - waited), started_at)
+    # The node's last heartbeat is the one it sent when it stored its latest run.
+    Runner.objects.filter(
+        Q(last_heartbeat_at__isnull=True) | Q(last_heartbeat_at__lt=finished_at), pk=runner.pk
+    ).update(last_heartbeat_at=finished_at)
+    return Run.objects.create(
+        commit=commit,
+        suite=suite,
+        runner=runner,
+        hardware_class=runner.hardware_class,
+        source=Run.Source.RUNNER,
+        status=RunStatus.SUCCEEDED,
+        kind=kind,
+        forced=kind != RunKind.ROUTINE,
+        attempt=1,
+        queued_at=queued_at,
+        dispatched_at=queued_at,
+        started_at=started_at,
+        finished_at=finished_at,
+        heartbeat_at=finished_at - timedelta(seconds=stage_durations[RunStatus.STORING]),
+        stage_durations=stage_durations,
+        environment={**DEMO_ENVIRONMENT, "vllm_version": demo_vllm_version(commit=commit)},
+        vllm_version=demo_vllm_version(commit=commit),
+        guidellm_version=str(DEMO_ENVIRONMENT["guidellm_version"]),
+        telemetry=_demo_telemetry(benchmark_s=stage_durations[RunStatus.BENCHMARKING], rng=rng),
+    )
+
+
 def demo_load(*, seed: int = 50587) -> DemoOutcome:
     """Create the demo history once; raise DemoAlreadyLoaded when its suite already has runs."""
     rng = random.Random(seed)
@@ -183,32 +283,19 @@ def demo_load(*, seed: int = 50587) -> DemoOutcome:
 
     start_time = datetime(2026, 7, 28, 6, 0, tzinfo=UTC)
     span = datetime(2026, 9, 12, 18, 0, tzinfo=UTC) - start_time
-    suite, _ = Suite.objects.update_or_create(
-        name=DEMO_SUITE,
-        defaults={
-            "hardware_class": DEMO_HARDWARE,
-            "description": "Kimi K3 on one B300 node, TP8 with DSpark speculative decoding: "
-            "8K prompt / 1K output tokens at concurrency 1, 4 and 16, 150 s per level (demo history).",
-            "concurrencies": [1, 4, 16],
-        },
-    )
+    # The suite as its YAML file describes it: the demo shows the real serve, benchmark, install settings.
+    suite, _ = suite_upsert(spec=suite_get(name=DEMO_SUITE))
     runner, _ = Runner.objects.update_or_create(
         name="b300-node-1",
         defaults={
             "hardware_class": DEMO_HARDWARE,
-            "gpu_model": "NVIDIA B300",
-            "gpu_count": 8,
-            "host": "gpu-b300-01",
+            "gpu_model": DEMO_GPU_MODEL,
+            "gpu_count": DEMO_GPU_COUNT,
+            "host": DEMO_HOST,
         },
     )
-    environment = {
-        "gpu_model": "NVIDIA B300",
-        "gpu_count": 8,
-        "driver": "600.14",
-        "cuda": "13.3",
-        "host": "gpu-b300-01",
-        "demo": True,
-    }
+    # Separate from `rng`, so that the history's numbers stay what they were before runs told their stages.
+    run_rng = random.Random(seed + 1)
 
     runs = measurements = 0
     pr_index = -1
@@ -282,16 +369,13 @@ def demo_load(*, seed: int = 50587) -> DemoOutcome:
                         metrics["output_throughput_tok_s"] *= 0.85
                 levels.append(LevelResult(concurrency=concurrency, metrics=metrics))
             finished_at = min(committed_at + timedelta(hours=2), timezone.now())
-            run = Run.objects.create(
+            run = demo_run_create(
                 commit=commit,
                 suite=suite,
                 runner=runner,
-                hardware_class=DEMO_HARDWARE,
-                source=Run.Source.RUNNER,
-                status=RunStatus.SUCCEEDED,
-                started_at=finished_at - timedelta(minutes=31),
                 finished_at=finished_at,
-                environment={**environment, "vllm_commit": sha},
+                kind=RunKind.ROUTINE,
+                rng=run_rng,
             )
             runs += 1
             # Detection runs once over the whole history afterwards (`detect_alerts`), not per run.

@@ -13,6 +13,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
+from dashboard.benchmarks.demo import demo_run_create
 from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus, metric_higher_is_better
 from dashboard.benchmarks.services import run_results_store
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState
@@ -42,6 +43,7 @@ def demo_groups_verify(*, limit: int = 4, seed: int = 50587) -> dict[int, str]:
     """Verify up to `limit` suspected demo groups whose range is one commit (the regression first, then
     the largest): returns each verified group's state afterwards."""
     rng = random.Random(seed)
+    run_rng = random.Random(seed + 1)  # the runs' stages and telemetry, apart from the numbers' noise
     groups = sorted(
         AlertGroup.objects.filter(state=GroupState.SUSPECTED).select_related("base_commit", "head_commit"),
         key=lambda group: (group.kind != GroupKind.REGRESSION, -abs(group.magnitude_pct or 0.0), group.pk),
@@ -68,25 +70,19 @@ def demo_groups_verify(*, limit: int = 4, seed: int = 50587) -> dict[int, str]:
                                 hardware_class=hardware_class,
                                 status=RunStatus.SUCCEEDED,
                             )
+                            .select_related("suite", "runner")
                             .order_by("pk")
                             .first()
                         )
-                        if first is None or first.finished_at is None:
+                        if first is None or first.finished_at is None or first.runner is None:
                             continue
-                        finished_at = first.finished_at + timedelta(hours=3 + repeat)
-                        run = Run.objects.create(
-                            kind=RunKind.VERIFICATION,
+                        run = demo_run_create(
                             commit=commit,
-                            suite_id=suite_id,
+                            suite=first.suite,
                             runner=first.runner,
-                            hardware_class=hardware_class,
-                            source=Run.Source.RUNNER,
-                            status=RunStatus.SUCCEEDED,
-                            forced=True,
-                            queued_at=finished_at - timedelta(minutes=40),
-                            started_at=finished_at - timedelta(minutes=31),
-                            finished_at=finished_at,
-                            environment=first.environment,
+                            finished_at=first.finished_at + timedelta(hours=3 + repeat),
+                            kind=RunKind.VERIFICATION,
+                            rng=run_rng,
                         )
                         run_results_store(
                             run=run, report=_repeat_of(run=first, rng=rng), raw_report=None, detect=False

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import yaml
 from django import template
 
 from dashboard.benchmarks.models import Run
@@ -24,3 +25,9 @@ def run_duration(run: Run) -> str:
 @register.filter
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True)
+
+
+@register.filter
+def yaml_text(value: Any) -> str:
+    """Settings as a suite's YAML file spells them, keys in their stored order."""
+    return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
