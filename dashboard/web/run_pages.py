@@ -87,7 +87,8 @@ def run_filters_parse(*, query: QueryDict) -> RunFilters:
 
 @dataclass(frozen=True)
 class StageBar:
-    """One stage of a run on a shared time axis; `state` is done, current, failed or not_reached."""
+    """One stage of a run on a shared time axis; `state` is done, current, failed, not_reached (the run
+    ended before it) or not_recorded (a succeeded run went through it but kept no time for it)."""
 
     stage: str
     label: str
@@ -99,11 +100,14 @@ class StageBar:
 
 def run_stage_bars(*, run: Run, now: datetime) -> list[StageBar]:
     """The stages a run went through, in order, with their share of its time; the stage it is in now
-    counts up to `now`, and a failed run's last stage is where it failed."""
+    counts up to `now`, and a failed run's last stage is where it failed. Empty when no stage was timed."""
     seconds = {stage: float(run.stage_durations[stage]) for stage in STAGES if stage in run.stage_durations}
     current = run.status if run.status in ACTIVE_RUN_STATUSES else None
     if current and run.stage_started_at:
         seconds[current] = max(0.0, (now - run.stage_started_at).total_seconds())
+    if not seconds:
+        return []
+    missing = "not_recorded" if run.status == RunStatus.SUCCEEDED else "not_reached"
     reached = [stage for stage in STAGES if stage in seconds]
     failed = reached[-1] if run.status == RunStatus.FAILED and reached else None
     total = sum(seconds.values()) or 1.0
@@ -111,7 +115,7 @@ def run_stage_bars(*, run: Run, now: datetime) -> list[StageBar]:
     for stage in STAGES:
         label = RunStatus(stage).label.capitalize()
         if stage not in seconds:
-            bars.append(StageBar(stage, label, "not_reached", "–", offset, 0.0))
+            bars.append(StageBar(stage, label, missing, "–", offset, 0.0))
             continue
         share = seconds[stage] / total * 100
         state = "current" if stage == current else "failed" if stage == failed else "done"
@@ -164,6 +168,32 @@ def environment_facts(*, run: Run) -> list[Fact]:
         Fact("GPU data from", _text(environment.get("gpu_source"))),
     ]
     return [fact for fact in candidates if fact.value]
+
+
+def _gpu_count(run: Run) -> int | None:
+    """How many GPUs the run's node had: its fingerprint says, else its runner; None when unknown."""
+    environment: Mapping[str, Any] = run.environment or {}
+    if isinstance(environment.get("gpu_count"), int):
+        return int(environment["gpu_count"])
+    return run.runner.gpu_count if run.runner else None
+
+
+def telemetry_note(*, run: Run) -> str:
+    """Why a run's page shows no telemetry chart, in the terms of its hardware: a CPU runner has no GPU to
+    sample, while a GPU run that completed without samples simply recorded none."""
+    if run.source == Run.Source.INGEST:
+        return "No GPU telemetry: a report sent to the ingest API carries none."
+    if not run.is_final:
+        return "GPU telemetry is stored with the results when the run completes."
+    gpu_count = _gpu_count(run)
+    if gpu_count == 0:
+        runner = run.runner.name if run.runner else "This run's node"
+        return f"No GPU telemetry: {runner} is a CPU runner, with no GPU to sample."
+    if run.status != RunStatus.SUCCEEDED:
+        return "No GPU telemetry: only a run that completes stores its samples."
+    model = _text((run.environment or {}).get("gpu_model")) or (run.runner.gpu_model if run.runner else "")
+    gpus = f" from its {model or 'GPU'} × {gpu_count}" if gpu_count else ""
+    return f"No telemetry recorded: the runner sent no GPU samples{gpus}."
 
 
 # vLLM's counters and gauges as the run page names them; runners/metrics.py says which is which.

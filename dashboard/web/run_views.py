@@ -38,6 +38,7 @@ from dashboard.web.run_pages import (
     run_stage_bars,
     runner_rows,
     server_metrics_table,
+    telemetry_note,
 )
 from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks
 
@@ -166,6 +167,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "headline": HEADLINE_DISPLAYS,
         "actions": run_actions(run=run) if request.user.is_staff else None,
         "telemetry_url": reverse("web:run-telemetry", args=[run.pk]) if detail.has_telemetry else "",
+        "telemetry_note": "" if detail.has_telemetry else telemetry_note(run=run),
         "live_url": "" if run.is_final else reverse("web:run-live", args=[run.pk]),
         "live_signature": run_selectors.run_signature(run=run),
         "live_interval_s": LIVE_INTERVAL_S,

@@ -353,11 +353,44 @@ def test_telemetry_figure_draws_each_gpu_in_every_panel(client, vllm_cpu_report)
     ]
 
 
-def test_a_run_on_a_cpu_runner_says_it_has_no_gpu_telemetry(client, vllm_cpu_report) -> None:
+def test_a_run_on_a_cpu_runner_says_it_has_no_gpu_to_sample(client, vllm_cpu_report) -> None:
+    run = _succeeded_run(raw_report=vllm_cpu_report, telemetry=[])
+    cpu_runner = RunnerFactory(name="cpu-ci-1", hardware_class="cpu", gpu_model="", gpu_count=0)
+    Run.objects.filter(pk=run.pk).update(
+        runner=cpu_runner, hardware_class="cpu", environment={"gpu_count": 0, "cpu_model": "Xeon"}
+    )
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "No GPU telemetry: cpu-ci-1 is a CPU runner, with no GPU to sample." in html
+    assert "/figures/telemetry/" not in html
+
+
+def test_a_gpu_run_without_samples_says_none_were_recorded_not_that_it_ran_on_a_cpu(
+    client, vllm_cpu_report
+) -> None:
     run = _succeeded_run(raw_report=vllm_cpu_report, telemetry=[])
     html = client.get(f"/runs/{run.pk}/").content.decode()
-    assert "No GPU telemetry (CPU runner)." in html
+    assert "No telemetry recorded: the runner sent no GPU samples from its NVIDIA H200 × 1." in html
+    assert "CPU runner" not in html
     assert "/figures/telemetry/" not in html
+
+
+def test_a_succeeded_run_never_says_a_stage_was_not_reached(client, vllm_cpu_report) -> None:
+    run = _succeeded_run(raw_report=vllm_cpu_report)
+    Run.objects.filter(pk=run.pk).update(stage_durations={"installing": 212.4, "benchmarking": 290.2})
+    response = client.get(f"/runs/{run.pk}/")
+    assert [(bar.stage, bar.state) for bar in response.context["stages"]] == [
+        ("installing", "done"),
+        ("starting_server", "not_recorded"),
+        ("benchmarking", "done"),
+        ("storing", "not_recorded"),
+    ]
+    assert "not reached" not in response.content.decode()
+
+    # An ingested report carries no stages at all: the page says so instead of four empty bars.
+    Run.objects.filter(pk=run.pk).update(source=Run.Source.INGEST, stage_durations={})
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert "No stage was timed for this run: a report sent to the ingest API carries no stages." in html
+    assert 'class="stages"' not in html and "not reached" not in html
 
 
 def test_queued_run_page_says_where_it_waits_and_follows_it(client) -> None:
