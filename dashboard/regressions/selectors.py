@@ -15,7 +15,7 @@ from typing import Literal
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet
 from django.urls import reverse
 from django.utils.text import capfirst
 
@@ -369,13 +369,19 @@ def alert_group_rows(*, groups: list[AlertGroup]) -> list[AlertGroupRow]:
 OPEN_STATUSES: tuple[str, ...] = (TriageStatus.UNTRIAGED, TriageStatus.INVESTIGATING)
 
 
-def alert_groups_open(*, limit: int = 20) -> list[AlertGroupRow]:
-    """Groups with a regression that nobody has decided on yet and re-runs have not dismissed, largest
-    change first."""
-    groups = (
+def _groups_open() -> QuerySet[AlertGroup]:
+    """Groups with a regression that nobody has decided on yet and re-runs have not dismissed."""
+    return (
         AlertGroup.objects.filter(status__in=OPEN_STATUSES)
         .exclude(kind=GroupKind.IMPROVEMENT)
         .exclude(state=GroupState.DISMISSED)
+    )
+
+
+def alert_groups_open(*, limit: int = 20) -> list[AlertGroupRow]:
+    """The open regressions (`_groups_open`), largest change first."""
+    groups = (
+        _groups_open()
         .order_by("-magnitude_pct", "-pk")
         .select_related("base_commit", "head_commit__repository")
         .prefetch_related(
@@ -383,6 +389,19 @@ def alert_groups_open(*, limit: int = 20) -> list[AlertGroupRow]:
         )
     )
     return alert_group_rows(groups=list(groups[:limit]))
+
+
+def open_regression_counts() -> dict[tuple[str, str], int]:
+    """How many open regressions touch each (suite name, hardware class), however many there are; one
+    query."""
+    return {
+        (suite, hardware_class): count
+        for suite, hardware_class, count in Alert.objects.filter(group__in=_groups_open())
+        .values_list("series__suite__name", "series__hardware_class")
+        .annotate(count=Count("group", distinct=True))
+        .values_list("series__suite__name", "series__hardware_class", "count")
+        .order_by()
+    }
 
 
 def _groups_holding(*, commits: Sequence[Commit]) -> QuerySet[AlertGroup]:

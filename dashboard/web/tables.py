@@ -135,6 +135,8 @@ class OverviewCard:
     sparkline: Sparkline | None
     timeline_href: str
     commit_href: str  # the latest commit's page
+    open_regressions: int  # open regression groups with an alert on this suite and hardware class
+    alerts_href: str  # the alerts list of this suite and hardware class
 
 
 def _sparkline(series: SparklineSeries | None, element_id: str) -> Sparkline | None:
@@ -165,9 +167,12 @@ def overview_cards(
     sparklines: dict[tuple[int, str], SparklineSeries],
     suite_url: Callable[[str], str],
     commit_url: Callable[[str], str],
+    alerts_url: str,
+    open_regressions: dict[tuple[str, str], int],
 ) -> list[OverviewCard]:
-    """A card per suite and hardware class; links built by `suite_url(name)` and `commit_url(sha)`, each
-    route reversed once rather than once a card (hundreds of cards)."""
+    """A card per suite and hardware class, with its count of `open_regressions` by (suite name, hardware
+    class); links built by `suite_url(name)`, `commit_url(sha)` and from `alerts_url`, each route reversed
+    once rather than once a card (hundreds of cards)."""
     cards = []
     for index, overview in enumerate(overviews, start=1):
         levels = sorted({concurrency for _, concurrency in overview.latest_values})
@@ -188,6 +193,9 @@ def overview_cards(
                 sparkline=_sparkline(series, f"sparkline-{index}"),
                 timeline_href=f"{suite_url(overview.suite.name)}?{query}",
                 commit_href=commit_url(latest.sha) if latest else "",
+                open_regressions=open_regressions.get((overview.suite.name, overview.hardware_class), 0),
+                alerts_href=f"{alerts_url}?"
+                + urlencode({"suite": overview.suite.name, "hardware": overview.hardware_class}),
             )
         )
     return cards

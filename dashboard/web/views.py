@@ -22,7 +22,7 @@ from dashboard.benchmarks.selectors import HardwareFacet
 from dashboard.github.impact import commit_changes
 from dashboard.github.selectors import tracking_issues_active
 from dashboard.github.timeline import tracking_toggles
-from dashboard.regressions.selectors import alert_groups_naming, alert_groups_open
+from dashboard.regressions.selectors import alert_groups_naming, alert_groups_open, open_regression_counts
 from dashboard.web.figures import CommitUrl, concurrency_color
 from dashboard.web.filters import (
     STATISTICS,
@@ -54,6 +54,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         sparklines=selectors.suites_sparklines(),
         suite_url=_route_builder("web:suite-timeline", "suite-name-placeholder"),
         commit_url=commit_url_builder(),
+        alerts_url=reverse("regressions:alerts"),
+        open_regressions=open_regression_counts(),
     )
     return render(
         request,

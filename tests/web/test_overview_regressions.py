@@ -47,3 +47,28 @@ def test_the_overview_says_all_is_well_when_every_regression_is_decided() -> Non
 
     assert 'class="regression-item"' not in page
     assert "All is well" in page
+
+
+def test_each_suites_card_says_how_many_open_regressions_touch_it(build_history) -> None:
+    regressed = suite_create(name="kimi-k3-8k1k", hardware_class="b300")
+    healthy = suite_create(name="llama-70b-chat", hardware_class="h100")
+    build_history(commits=3, suite=regressed)
+    build_history(commits=3, suite=healthy)
+    group_create(suite=regressed, change_pct=-9.0)
+    group_create(suite=regressed, change_pct=30.0, metric=TTFT)
+    group_create(suite=regressed, change_pct=-12.0, status=TriageStatus.FIXED)  # decided: not counted
+    group_create(suite=healthy, change_pct=8.0)  # an improvement: nothing wrong
+
+    response = Client().get("/")
+
+    health = {
+        (card.overview.suite.name, card.overview.hardware_class): card.open_regressions
+        for card in response.context["cards"]
+    }
+    assert health == {("kimi-k3-8k1k", "b300"): 2, ("llama-70b-chat", "h100"): 0}
+    page = response.content.decode()
+    assert (
+        '<a class="health bad" href="/alerts/?suite=kimi-k3-8k1k&amp;hardware=b300">2 open regressions</a>'
+        in page
+    )
+    assert page.count('<span class="health good">no open regression</span>') == 1
