@@ -673,6 +673,7 @@ class AlertMarker:
     position: int | None = None
     label: str = ""
     moved_up: bool = True  # which way the (largest) change of the charted metric went
+    pr_number: int | None = None  # of the head commit: the chart labels the marker with it
 
 
 def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = None) -> list[AlertMarker]:
@@ -707,6 +708,7 @@ def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = Non
                 else ""
             ),
             moved_up=max(group.largest_rise or 0.0, group.largest_fall or 0.0, key=abs) >= 0,
+            pr_number=group.head_commit.pr_number,
         )
         for group in groups
     ]

@@ -14,7 +14,8 @@ def alert_markers_traces(
     *, markers: Sequence[AlertMarker], x_of: Mapping[str, float]
 ) -> list[dict[str, Any]]:
     """One trace drawing each alert group as a symbol along the bottom of the plot; clicking it opens
-    the group."""
+    the group. customdata: (group url, hover text, the PR label "#51830" the chart script places above
+    the marker where there is room, or "")."""
     drawn = [marker for marker in markers if marker.commit_sha in x_of]
     if not drawn:
         return []
@@ -33,7 +34,10 @@ def alert_markers_traces(
                 "line": {"color": "#ffffff", "width": 1},
             },
             "name": "alerts",
-            "customdata": [[marker.url, marker.label] for marker in drawn],
+            "customdata": [
+                [marker.url, marker.label, f"#{marker.pr_number}" if marker.pr_number else ""]
+                for marker in drawn
+            ],
             "hovertemplate": "<b>Alert</b> %{customdata[1]}<br>click to open<extra></extra>",
             "cliponaxis": False,
             "meta": {"kind": "alerts"},

@@ -65,3 +65,11 @@ def test_a_marker_is_coloured_good_or_bad_and_points_the_way_the_metric_moved(de
     urls = [point[0] for point in latency["customdata"]]
     at = urls.index(f"/alerts/{regression.pk}/")
     assert (latency["marker"]["color"][at], latency["marker"]["symbol"][at]) == ("#dc2626", "triangle-up")
+
+
+def test_a_marker_carries_the_label_of_its_pr(detected_demo, client) -> None:
+    regression = AlertGroup.objects.get(kind="regression")
+    trace = _alert_trace(client, "output_throughput_tok_s")
+    labels = {point[0]: point[2] for point in trace["customdata"]}
+    assert labels[f"/alerts/{regression.pk}/"] == f"#{REGRESSION_PR}"
+    assert all(label.startswith("#") for label in labels.values())

@@ -7,13 +7,15 @@ from typing import cast
 import pytest
 from playwright.sync_api import Route
 
+from dashboard.benchmarks.demo import DEMO_SUITE, REGRESSION_PR
 from dashboard.benchmarks.models import Suite
 from tests.factories import run_with_values
-from tests.web import test_browser
+from tests.web import test_browser, test_triage_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 browser = test_browser.browser
+demo = test_triage_browser.demo  # the demo as `make demo` loads it
 
 TIMELINE = "/suites/kimi-k3-8k1k/"
 CHART = "document.querySelector('[data-metric=\"{metric}\"]')"
@@ -186,3 +188,54 @@ def test_small_multiples_draw_each_concurrency_in_its_own_panel_fitted_to_its_ow
         assert low <= min(values) and max(values) <= high
         assert high - low < 2 * (max(values) - min(values)) + 1e-6
         assert axes[line["yaxis"]]["title"] == f"c={level}"
+    # Resized, the card still holds every panel.
+    browser.page.set_viewport_size({"width": 1100, "height": 900})
+    browser.page.wait_for_timeout(800)
+    assert browser.page.evaluate(
+        f"""() => {{ const gd = document.querySelector('[data-metric={THROUGHPUT}]');
+          const plot = gd.querySelector('.main-svg').getBoundingClientRect();
+          const card = gd.closest('.card').getBoundingClientRect();
+          return plot.height >= 380 && plot.bottom <= card.bottom; }}"""
+    )
+
+
+PR_LABELS = """
+(metric) => {
+  const gd = document.querySelector(`[data-metric="${metric}"]`);
+  const alerts = gd.data.find(trace => trace.meta && trace.meta.kind === 'alerts');
+  return {
+    markers: alerts ? alerts.customdata.filter(point => point[2]).length : 0,
+    rows: (gd.layout.annotations || []).filter(note => note.name === 'pr-label').map(note => note.yshift),
+    boxes: Array.from(gd.querySelectorAll('g.annotation'))
+      .filter(note => /^#\\d+$/.test(note.textContent.trim()))
+      .map(note => { const box = note.getBoundingClientRect();
+                     return {text: note.textContent.trim(), left: box.left, right: box.right,
+                             top: box.top, bottom: box.bottom}; }),
+  };
+}
+"""
+
+
+def _overlap(one: dict, other: dict) -> bool:
+    return (
+        one["left"] < other["right"]
+        and other["left"] < one["right"]
+        and one["top"] < other["bottom"]
+        and other["top"] < one["bottom"]
+    )
+
+
+def test_alert_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(browser, demo) -> None:
+    browser.page.set_viewport_size({"width": 1000, "height": 900})
+    browser.open(f"/suites/{DEMO_SUITE}/")
+
+    for metric in (THROUGHPUT, "ttft_ms_mean"):
+        found = browser.page.evaluate(PR_LABELS, metric)
+        boxes = found["boxes"]
+        assert boxes, metric
+        assert all(not _overlap(one, other) for one, other in itertools.combinations(boxes, 2)), metric
+        # Crowded at this width: some labels went up a row or were left to the hover.
+        assert len(set(found["rows"])) > 1 or len(boxes) < found["markers"], metric
+    labels = [box["text"] for box in browser.page.evaluate(PR_LABELS, THROUGHPUT)["boxes"]]
+    assert f"#{REGRESSION_PR}" in labels
+    assert browser.console_errors == []

@@ -380,6 +380,8 @@
   // fitted to what is in view. The source is kept to view again later.
   function viewOf(gd, source, range) {
     sources.set(gd, source);
+    // Plotly sizes a responsive chart to its element on a resize: the element must keep the panels' height.
+    gd.style.minHeight = "";
     if (viewIsPlain()) return source;
     var table = commitsOf.get(gd) || null;
     var layout = Object.assign({}, source.layout, { yaxis: Object.assign({}, source.layout.yaxis) });
@@ -395,7 +397,10 @@
     });
     if (view.scale === "relative") layout.yaxis.title = { text: "% against " + base.label, font: layout.yaxis.title && layout.yaxis.title.font };
     if (view.scale === "log") layout.yaxis.type = "log";
-    if (view.multiples && lines.length > 1) panelAxes(layout, lines);
+    if (view.multiples && lines.length > 1) {
+      panelAxes(layout, lines);
+      gd.style.minHeight = layout.height + 6 + "px"; // and the element's bottom padding
+    }
     return { data: data, layout: fittedTo(data, layout, range, table) };
   }
 
@@ -461,6 +466,72 @@
     });
   }
 
+  // Alert markers labelled with their PR ("#51830") above them. Labels never overlap: one that would
+  // touch its neighbour goes a row higher, and where LABEL_ROWS rows are full it is left to the marker's
+  // hover (which names the PR too). Placed by pixel distance, so again after every zoom or resize.
+  var LABEL_ROWS = 3;
+  var LABEL_FONT_PX = 11;
+  var labelMeasure = null;
+
+  function labelWidth(text, family) {
+    labelMeasure = labelMeasure || document.createElement("canvas").getContext("2d");
+    labelMeasure.font = LABEL_FONT_PX + "px " + family;
+    return labelMeasure.measureText(text).width + 8; // Plotly's padding and border around the text
+  }
+
+  function alertLabels(gd) {
+    var full = gd._fullLayout;
+    var trace = (gd.data || []).filter(function (item) { return item.meta && item.meta.kind === "alerts"; })[0];
+    if (!trace || !full || !full.xaxis) return [];
+    var family = (full.font && full.font.family) || "sans-serif";
+    var range = full.xaxis.range;
+    var placed = trace.x.map(function (x, i) {
+      var text = trace.customdata[i][2];
+      var color = Array.isArray(trace.marker.color) ? trace.marker.color[i] : trace.marker.color;
+      return { x: x, text: text, color: color, px: full.xaxis.l2p(x), width: text ? labelWidth(text, family) : 0 };
+    }).filter(function (label) {
+      return label.text && label.x >= Math.min(range[0], range[1]) && label.x <= Math.max(range[0], range[1]);
+    }).sort(function (a, b) { return a.px - b.px; });
+    var rowEnds = [];
+    var shown = [];
+    placed.forEach(function (label) {
+      var left = label.px - label.width / 2;
+      for (var row = 0; row < LABEL_ROWS; row += 1) {
+        if (rowEnds[row] === undefined || left >= rowEnds[row] + 2) {
+          rowEnds[row] = label.px + label.width / 2;
+          shown.push({
+            name: "pr-label", text: label.text, x: label.x, xref: "x", y: 0.03, yref: "y2",
+            yanchor: "bottom", yshift: 10 + row * (LABEL_FONT_PX + 7), showarrow: false,
+            font: { size: LABEL_FONT_PX, color: label.color }, bgcolor: "rgba(255, 255, 255, 0.85)",
+          });
+          return;
+        }
+      }
+    });
+    return shown;
+  }
+
+  function placeAlertLabels(gd) {
+    var labels = alertLabels(gd);
+    var current = (gd.layout.annotations || []);
+    var mine = current.filter(function (note) { return note.name === "pr-label"; });
+    var key = function (notes) { return JSON.stringify(notes.map(function (note) { return [note.text, note.x, note.yshift]; })); };
+    if (key(mine) === key(labels)) return;
+    var others = current.filter(function (note) { return note.name !== "pr-label"; });
+    window.Plotly.relayout(gd, { annotations: others.concat(labels) });
+  }
+
+  function labelAlerts(gd) {
+    var later = null;
+    var place = function () {
+      window.clearTimeout(later);
+      later = window.setTimeout(function () { placeAlertLabels(gd); }, 0);
+    };
+    gd.on("plotly_afterplot", place);
+    gd.on("plotly_relayout", place);
+    placeAlertLabels(gd);
+  }
+
   function draw(element, figure, table) {
     var kind = element.dataset.figureKind || "timeline";
     hydrate(figure, table || figure.commits);
@@ -496,6 +567,7 @@
       if (kind === "timeline") {
         timelines.push(gd);
         gd.on("plotly_relayout", onTimelineRelayout);
+        labelAlerts(gd);
       }
       element.dataset.drawn = "true";
     });
