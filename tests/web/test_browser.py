@@ -1,6 +1,7 @@
 """The pages in a real Chromium (Debian's, driven by Playwright) against the live test server."""
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import cast
 from urllib.parse import parse_qs, urlsplit
@@ -203,6 +204,13 @@ def test_a_year_of_history_is_drawn_thinned_and_a_zoom_fetches_full_resolution(b
     counts = browser.page.evaluate(POINTS_PER_TRACE_BY_LEVEL)
     assert len(counts) == len(HEADLINE_METRICS) and all(len(chart) == 2 for chart in counts)
     assert all(100 < n < 1_500 for chart in counts for n in chart)  # thinned to the chart's width
+    # A thinned point's hover says the day of its commit (commit i is made i * 50 minutes into 2026).
+    hover_days = browser.page.evaluate(
+        "() => { const trace = document.querySelector('.js-plotly-plot').data[0];"
+        " return Array.from(trace.x).map((x, i) => [x, trace.customdata[i][1]]); }"
+    )
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    assert all(day == f"{start + timedelta(minutes=50 * x):%b %-d}" for x, day in hover_days)
     drawn_levels = browser.page.evaluate(
         """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
           .filter(gd => gd.dataset.figureKind === 'timeline')

@@ -55,10 +55,16 @@
   }
 
   // The day a thinned point falls on, from the axis' day ticks (the last one at or before it).
+  // Ticks are in x order: a binary search, since every thinned point of every chart asks (a year's
+  // history has a tick per day).
   function dayOf(ticks, x) {
-    var label = "";
-    for (var i = 0; i < ticks.length && ticks[i][0] <= x; i += 1) label = ticks[i][1];
-    return label;
+    var low = 0, high = ticks.length;
+    while (low < high) {
+      var middle = (low + high) >> 1;
+      if (ticks[middle][0] <= x) low = middle + 1;
+      else high = middle;
+    }
+    return low ? ticks[low - 1][1] : "";
   }
 
   // Each line point's hover facts and click target, from the commits table. A thinned chart comes
