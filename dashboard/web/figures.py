@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from django.utils.safestring import mark_safe
 
 from dashboard.benchmarks.columns import CommitFacts, SeriesColumns
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
@@ -309,11 +310,12 @@ def sparkline_shape(*, series: SparklineSeries) -> SparklineShape:
     ]
     # Whole units across (a thousand of them span the card) and tenths up: hundreds of cards' worth of
     # points are most of the overview's HTML.
-    line = " ".join(f"{x:.0f},{y:.1f}" for x, y in coordinates)
+    # Numbers only, so safe in a page as they are: hundreds of cards' points need no escaping pass.
+    line = mark_safe(" ".join(f"{x:.0f},{y:.1f}" for x, y in coordinates))
     color = concurrency_color(concurrency=series.concurrency)
     return SparklineShape(
         line=line,
-        area=f"0,{SPARK_HEIGHT} {line} {coordinates[-1][0]:.1f},{SPARK_HEIGHT}",
+        area=mark_safe(f"0,{SPARK_HEIGHT} {line} {coordinates[-1][0]:.1f},{SPARK_HEIGHT}"),
         last_x=round(coordinates[-1][0], 1),
         last_y=round(coordinates[-1][1], 1),
         color=color,
