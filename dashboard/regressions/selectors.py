@@ -435,8 +435,12 @@ class RelatedGroup:
     or hardware class, or over a different range)."""
 
     row: AlertGroupRow
-    by_revert: bool
+    revert_tie: str  # "holds its revert", "holds the PR it reverts" or "" when not tied by a revert
     shared_pr_numbers: tuple[int, ...]
+
+    @property
+    def by_revert(self) -> bool:
+        return bool(self.revert_tie)
 
 
 def _holds(group: AlertGroup, commit: Commit) -> bool:
@@ -448,31 +452,34 @@ def _holds(group: AlertGroup, commit: Commit) -> bool:
 
 
 def alert_groups_related(*, group: AlertGroup, commits: Sequence[Commit]) -> list[RelatedGroup]:
-    """Other groups tied to this one's range `commits`: the range reverts a PR that a group holds, a group
-    holds the revert of a PR in the range, or a group's range holds a PR of this range too. Revert ties
+    """Other groups tied to this one's range `commits`: a group holds the revert of a PR in the range, the
+    range reverts a PR that a group holds, or a group's range holds a PR of this range too. Revert ties
     first."""
     repository_id = group.head_commit.repository_id
     with_pr = {commit.pr_number: commit for commit in commits if commit.pr_number}
-    numbers = list(with_pr)
-    reverted = CommitRevert.objects.filter(commit__in=commits).values_list("reverted_pr_number", flat=True)
+    reverted = set(
+        CommitRevert.objects.filter(commit__in=commits).values_list("reverted_pr_number", flat=True)
+    )
     linked = list(
-        Commit.objects.filter(repository_id=repository_id, pr_number__in=list(reverted))
+        Commit.objects.filter(repository_id=repository_id, pr_number__in=reverted)
         | Commit.objects.filter(
             repository_id=repository_id,
-            pk__in=CommitRevert.objects.filter(reverted_pr_number__in=numbers).values("commit_id"),
+            pk__in=CommitRevert.objects.filter(reverted_pr_number__in=list(with_pr)).values("commit_id"),
         )
     )
+    # A linked commit is either a PR this range reverts or the revert of one of this range's PRs.
+    reverted_here = [commit for commit in linked if commit.pr_number in reverted]
+    reverting = [commit for commit in linked if commit not in reverted_here]
     candidates = _with_alerts(_groups_holding(commits=[*linked, *with_pr.values()]).exclude(pk=group.pk))
-    related = [
-        RelatedGroup(
-            row=row,
-            by_revert=any(_holds(row.group, commit) for commit in linked),
-            shared_pr_numbers=tuple(
-                number for number, pr_commit in with_pr.items() if _holds(row.group, pr_commit)
-            ),
-        )
-        for row in candidates
-    ]
+    related = []
+    for row in candidates:
+        revert_tie = ""
+        if any(_holds(row.group, commit) for commit in reverting):
+            revert_tie = "holds its revert"
+        elif any(_holds(row.group, commit) for commit in reverted_here):
+            revert_tie = "holds the PR it reverts"
+        shared = tuple(number for number, pr_commit in with_pr.items() if _holds(row.group, pr_commit))
+        related.append(RelatedGroup(row=row, revert_tie=revert_tie, shared_pr_numbers=shared))
     return sorted(related, key=lambda tie: not tie.by_revert)  # stable: largest first within each tie
 
 

@@ -84,6 +84,7 @@ def test_a_group_links_to_the_group_of_the_same_pr_on_another_hardware_class(bro
         f"/alerts/{revert.pk}/",
         f"/alerts/{elsewhere.pk}/",
     ]
+    assert "holds its revert" in browser.page.locator(".related-groups li.by-revert").inner_text()
     same_pr = browser.page.locator(".related-groups li.same-pr")
     assert "llama-70b-h100" in same_pr.inner_text() and "h100" in same_pr.locator(".hardware").inner_text()
     assert same_pr.locator(f"a[href='/prs/{culprit.pr_number}/']").count() == 1
@@ -92,3 +93,11 @@ def test_a_group_links_to_the_group_of_the_same_pr_on_another_hardware_class(bro
     browser.open(f"/alerts/{elsewhere.pk}/")
     back = browser.page.locator(".related-groups li.same-pr a[href^='/alerts/']")
     assert [a.get_attribute("href") for a in back.all()] == [f"/alerts/{regression.pk}/"]
+    # The revert's group names both as holding the PR it reverts.
+    browser.open(f"/alerts/{revert.pk}/")
+    reverted = browser.page.locator(".related-groups li.by-revert").all()
+    assert {item.locator("a").first.get_attribute("href") for item in reverted} == {
+        f"/alerts/{regression.pk}/",
+        f"/alerts/{elsewhere.pk}/",
+    }
+    assert all("holds the PR it reverts" in item.inner_text() for item in reverted)
