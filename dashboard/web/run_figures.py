@@ -71,6 +71,6 @@ def telemetry_figure(*, samples: Sequence[Mapping[str, Any]]) -> go.Figure:
     )
     figure.update_xaxes(**axis_style)
     figure.update_yaxes(**{key: value for key, value in axis_style.items() if key != "linecolor"})
-    figure.update_xaxes(title_text="seconds into the benchmark", title_font={"color": MUTED}, row=2)
+    figure.update_xaxes(title_text="benchmark time (s)", title_font={"color": MUTED}, row=2)
     figure.update_annotations(font={"size": 12.5, "color": "#334155"})
     return figure

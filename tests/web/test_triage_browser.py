@@ -157,17 +157,29 @@ def test_every_pr_mention_links_to_its_pr_page_and_a_crawl_reaches_every_kind_of
     assert browser.console_errors == []
 
 
+# What spills past the screen's edge outside a scrolling table, to say why a page scrolls sideways.
+WIDER_THAN_THE_SCREEN = """() => Array.from(document.querySelectorAll('body *'))
+  .filter(e => !e.closest('.table-wrap') && e.getBoundingClientRect().right > 390.5)
+  .slice(0, 8).map(e => `${e.tagName}.${e.getAttribute('class')}: ${(e.textContent || '').slice(0, 40)}`)"""
+CHART_EDGES = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
+  .map(gd => gd.getBoundingClientRect()).map(box => [box.left, box.right])"""
+
+
 def test_no_page_scrolls_sideways_on_a_phone(browser, demo) -> None:
     regression = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
     run_id = regression.head_commit.runs.values_list("pk", flat=True).first()
     compare = f"/compare/?base={regression.base_commit.sha}&head={regression.head_commit.sha}"
     browser.page.set_viewport_size({"width": 390, "height": 844})
-    for path in ("/", "/suites/kimi-k3-8k1k/", f"/alerts/{regression.pk}/", f"/runs/{run_id}/", compare):
+    pages = ("/", "/suites/kimi-k3-8k1k/", f"/alerts/{regression.pk}/", f"/runs/{run_id}/", compare)
+    for path in (*pages, "/runs/", "/runners/", f"/commits/{regression.head_commit.sha}/"):
         response = browser.page.goto(browser.base_url + path)
         assert response is not None and response.ok, path
         browser.page.wait_for_load_state("networkidle")
         width = browser.page.evaluate("() => document.documentElement.scrollWidth")
-        assert width <= 390, (path, width)
+        assert width <= 390, (path, width, browser.page.evaluate(WIDER_THAN_THE_SCREEN))
+        # Every chart the page drew fits the screen.
+        charts = browser.page.evaluate(CHART_EDGES)
+        assert all(left >= 0 and right <= 390 for left, right in charts), (path, charts)
         # The navigation folds into a menu: its links are hidden until the menu opens.
         assert not browser.page.locator("nav.nav").is_visible(), path
     browser.page.locator(".menu-toggle").click()
