@@ -211,6 +211,11 @@ PR_LABELS = """
       .map(note => { const box = note.getBoundingClientRect();
                      return {text: note.textContent.trim(), left: box.left, right: box.right,
                              top: box.top, bottom: box.bottom}; }),
+    beside: Array.from(gd.querySelectorAll('.textpoint text'))
+      .filter(text => text.textContent.trim())
+      .map(text => { const box = text.getBoundingClientRect();
+                     return {text: text.textContent, left: box.left, right: box.right,
+                             top: box.top, bottom: box.bottom}; }),
   };
 }
 """
@@ -225,7 +230,7 @@ def _overlap(one: dict, other: dict) -> bool:
     )
 
 
-def test_alert_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(browser, demo) -> None:
+def test_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(browser, demo) -> None:
     browser.page.set_viewport_size({"width": 1000, "height": 900})
     browser.open(f"/suites/{DEMO_SUITE}/")
 
@@ -234,6 +239,10 @@ def test_alert_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(brow
         boxes = found["boxes"]
         assert boxes, metric
         assert all(not _overlap(one, other) for one, other in itertools.combinations(boxes, 2)), metric
+        # The PR and tag labels beside the tracking markers at the top neither.
+        beside = found["beside"]
+        assert beside, metric
+        assert all(not _overlap(one, other) for one, other in itertools.combinations(beside, 2)), metric
         # Crowded at this width: some labels went up a row or were left to the hover.
         assert len(set(found["rows"])) > 1 or len(boxes) < found["markers"], metric
     labels = [box["text"] for box in browser.page.evaluate(PR_LABELS, THROUGHPUT)["boxes"]]

@@ -527,15 +527,50 @@
     window.Plotly.relayout(gd, { annotations: others.concat(labels) });
   }
 
+  // The PR and tag labels beside the markers at the top: the server spreads them over rows; here a label
+  // that would run into the one before it on its row is left to its marker's hover.
+  var markerTexts = new WeakMap(); // markers trace -> every label, as the server sent them
+
+  function placeMarkerLabels(gd) {
+    var full = gd._fullLayout;
+    if (!full || !full.xaxis) return;
+    var family = (full.font && full.font.family) || "sans-serif";
+    var rowEnds = {};
+    var wanted = [];
+    (gd.data || []).forEach(function (trace, index) {
+      if (!trace.meta || trace.meta.kind !== "markers" || !Array.isArray(trace.text)) return;
+      if (!markerTexts.has(trace)) markerTexts.set(trace, trace.text.slice());
+      wanted.push({ trace: trace, index: index, texts: markerTexts.get(trace).slice() });
+    });
+    var points = [];
+    wanted.forEach(function (item) {
+      item.trace.x.forEach(function (x, i) { points.push({ item: item, i: i, px: full.xaxis.l2p(x), row: item.trace.y[i] }); });
+    });
+    points.sort(function (a, b) { return a.px - b.px; });
+    points.forEach(function (point) {
+      var text = point.item.texts[point.i];
+      if (!text) return;
+      var left = point.px + 6; // beside the marker
+      var end = rowEnds[point.row];
+      if (end !== undefined && left < end + 2) point.item.texts[point.i] = "";
+      else rowEnds[point.row] = left + labelWidth(text, family) - 6;
+    });
+    wanted.forEach(function (item) {
+      if (JSON.stringify(item.texts) === JSON.stringify(item.trace.text)) return;
+      window.Plotly.restyle(gd, { text: [item.texts] }, [item.index]);
+    });
+  }
+
   function labelAlerts(gd) {
     var later = null;
     var place = function () {
       window.clearTimeout(later);
-      later = window.setTimeout(function () { placeAlertLabels(gd); }, 0);
+      later = window.setTimeout(function () { placeAlertLabels(gd); placeMarkerLabels(gd); }, 0);
     };
     gd.on("plotly_afterplot", place);
     gd.on("plotly_relayout", place);
     placeAlertLabels(gd);
+    placeMarkerLabels(gd);
   }
 
   function draw(element, figure, table) {
