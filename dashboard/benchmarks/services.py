@@ -185,6 +185,7 @@ def report_ingest(
                 hardware_class=hardware_class,
                 source=Run.Source.INGEST,
                 status=RunStatus.SUCCEEDED,
+                queued_at=now,
                 started_at=now,
                 finished_at=now,
                 environment={"labels": dict(report.labels)} if report.labels else {},

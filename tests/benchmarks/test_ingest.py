@@ -51,6 +51,8 @@ def test_ingest_command_stores_a_run_with_every_metric_of_every_level(
         "ci-cpu-1",
     )
     assert run.status == "succeeded"
+    # A report arrives whole: it is queued, started and finished at the moment it is stored, in that order.
+    assert run.queued_at == run.started_at == run.finished_at
     assert run.measurements.count() == 3 * len(METRIC_KEYS)
     ttft = Measurement.objects.get(series__concurrency=4, series__metric="output_throughput_tok_s")
     assert ttft.value == pytest.approx(156.8)
