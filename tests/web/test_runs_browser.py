@@ -15,13 +15,14 @@ from dashboard.benchmarks import runs
 from dashboard.benchmarks.models import Run, Runner, RunStatus
 from dashboard.web import run_views
 from tests.factories import RunnerFactory
-from tests.web import test_browser
+from tests.web import test_browser, test_triage_browser
 from tests.web.test_browser import BrowserPage
 from tests.web.test_runs_pages import _failed_run, _queued_run, _running_run, _succeeded_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 browser = test_browser.browser  # the same Chromium fixture as the other pages' checks
+demo = test_triage_browser.demo  # what `make demo` loads
 
 # Set to a folder to keep a full-page screenshot of each page these tests open.
 SCREENSHOT_DIR = os.environ.get("PERFWATCH_SCREENSHOT_DIR", "")
@@ -116,4 +117,31 @@ def test_staff_retry_a_failed_run_from_its_page(browser, monkeypatch) -> None:
     assert browser.page.locator(".alert.success").text_content() == f"Run #{failed.pk} is queued again."
     assert browser.page.evaluate(STATUS_BADGE) == "Queued"
     assert [run.pk for run in dispatched_instead_of_broker] == [failed.pk]
+    assert browser.console_errors == []
+
+
+def test_the_demos_run_page_shows_timed_stages_its_gpus_telemetry_and_vllm(browser, demo) -> None:
+    run = Run.objects.filter(status=RunStatus.SUCCEEDED).latest("finished_at")
+    _open(browser, f"/runs/{run.pk}/", name="demo-run")
+
+    stages = browser.page.locator(".stages tr")
+    labels = stages.locator("th").all_inner_texts()
+    assert labels == ["Installing", "Starting server", "Benchmarking", "Storing"]
+    assert browser.page.locator(".stages .stage-done").count() == 4
+    assert "–" not in stages.locator("td.num").all_inner_texts()
+    browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'")
+    legend = browser.page.evaluate(
+        "() => document.querySelector('.chart.telemetry').data.filter(t => t.showlegend).map(t => t.name)"
+    )
+    assert legend == [f"GPU {index}" for index in range(8)]
+    terms, values = (browser.page.locator(f"dl.facts {tag}").all_inner_texts() for tag in ("dt", "dd"))
+    facts = dict(zip(terms, values, strict=True))
+    assert facts["VLLM"] == run.vllm_version and facts["QUEUED"] <= facts["STARTED"] <= facts["FINISHED"]
+
+    _open(browser, "/runners/", name="demo-runners")
+    heartbeat = browser.page.locator(".runners-table td.heartbeat").inner_text()
+    assert " ago" in heartbeat and "never" not in heartbeat, heartbeat
+    _open(browser, "/runs/", name="demo-runs")
+    versions = browser.page.locator("#succeeded tbody td.mono:not(:first-child)").all_inner_texts()
+    assert len(versions) == 10 and all(version.startswith("0.27.") for version in versions), versions
     assert browser.console_errors == []
