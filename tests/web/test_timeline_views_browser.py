@@ -162,6 +162,12 @@ def test_log_scale_sets_a_logarithmic_y_axis_and_is_kept_in_a_permalink(browser,
     browser.open(browser.page.url.removeprefix(browser.base_url))
     assert {axis["type"] for axis in browser.page.evaluate(AXES, "ttft_ms_mean")} == {"log"}
     assert browser.page.get_attribute("[data-scale=log]", "aria-pressed") == "true"
+    # Applying the filters keeps the scale.
+    with browser.page.expect_navigation():
+        browser.page.click("form.filters button[type=submit]")
+    browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'")
+    assert "scale=log" in browser.page.url
+    assert {axis["type"] for axis in browser.page.evaluate(AXES, THROUGHPUT)} == {"log"}
 
 
 def test_small_multiples_draw_each_concurrency_in_its_own_panel_fitted_to_its_own_values(
