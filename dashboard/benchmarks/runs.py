@@ -241,7 +241,8 @@ def run_requeue_after_timeout(*, run_id: int, runner: Runner, reason: str) -> bo
             f"attempt {run.attempt} failed on the bench, retrying: {line}",
         )
         attempt_close(run, f"failed on the bench, queued again: {line}", timezone.now())
-        run.queued_at, run.lease_expires_at = timezone.now(), None
+        # Back in the queue it has not started: the next claim starts it again (the attempt keeps its end).
+        run.queued_at, run.started_at, run.lease_expires_at = timezone.now(), None, None
         run.stage_durations, run.stage_started_at = {}, None
         run.save()
         _dispatch(run)
@@ -274,7 +275,7 @@ def runs_requeue_expired() -> list[int]:
                 continue
             attempt_close(run, f"lost: {lost}; queued again", now)
             run.status, run.failure_reason, run.lease_expires_at = RunStatus.QUEUED, f"requeued: {lost}", None
-            run.stage_durations, run.stage_started_at, run.queued_at = {}, None, now
+            run.stage_durations, run.stage_started_at, run.queued_at, run.started_at = {}, None, now, None
             run.save(
                 update_fields=[
                     "status",
@@ -283,6 +284,7 @@ def runs_requeue_expired() -> list[int]:
                     "stage_durations",
                     "stage_started_at",
                     "queued_at",
+                    "started_at",
                     "attempts",
                 ]
             )

@@ -126,6 +126,7 @@ def test_expired_lease_requeues_then_gives_up_after_max_attempts(queued_run) -> 
         if attempt < 3:
             assert requeued == [queued_run.pk]
             assert run.status == RunStatus.QUEUED
+            assert run.started_at is None  # waiting again: no start shown before its new queue time
             assert "stopped answering" in run.failure_reason
     assert run.status == RunStatus.FAILED
     assert run.failure_reason.endswith("gave up after 3 attempts")
@@ -266,7 +267,7 @@ def test_a_timed_out_step_is_retried_within_the_attempt_budget(queued_run) -> No
         run_claim(run_id=queued_run.pk, runner=runner)
         assert run_requeue_after_timeout(run_id=queued_run.pk, runner=runner, reason="benchmarking: x")
         run = Run.objects.get(pk=queued_run.pk)
-        assert (run.status, run.attempt) == (RunStatus.QUEUED, attempt)
+        assert (run.status, run.attempt, run.started_at) == (RunStatus.QUEUED, attempt, None)
         assert run.failure_reason == f"attempt {attempt} failed on the bench, retrying: benchmarking: x"
     run_claim(run_id=queued_run.pk, runner=runner)
     assert not run_requeue_after_timeout(run_id=queued_run.pk, runner=runner, reason="benchmarking: x")
