@@ -27,10 +27,13 @@ MIN_BAR_PCT = 0.6
 
 
 def duration_text(*, seconds: float) -> str:
-    """`1 h 02 min`, `14 min 05 s` or `42 s`: what a person reads at a glance."""
+    """`3 d 07 h` (from two days on), `1 h 02 min`, `14 min 05 s` or `42 s`: what a person reads at a
+    glance."""
     whole = max(0, int(seconds))
     hours, rest = divmod(whole, 3600)
     minutes, secs = divmod(rest, 60)
+    if hours >= 48:
+        return f"{hours // 24} d {hours % 24:02d} h"
     if hours:
         return f"{hours} h {minutes:02d} min"
     if minutes:

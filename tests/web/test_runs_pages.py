@@ -589,11 +589,13 @@ def test_commit_page_links_each_run_to_its_page(client) -> None:
 
 
 def test_durations_read_at_a_glance() -> None:
-    assert [duration_text(seconds=s) for s in (4.25, 42, 845, 3725)] == [
+    assert [duration_text(seconds=s) for s in (4.25, 42, 845, 3725, 47 * 3600, 79 * 86400 + 7 * 3600)] == [
         "4.2 s",
         "42 s",
         "14 min 05 s",
         "1 h 02 min",
+        "47 h 00 min",
+        "79 d 07 h",
     ]
 
 

@@ -677,12 +677,13 @@
     });
   }
 
-  // Same words as the server's duration_text: "42 s", "14 min 05 s", "1 h 02 min".
+  // Same words as the server's duration_text: "42 s", "14 min 05 s", "1 h 02 min", "3 d 07 h".
   function durationText(seconds) {
     var whole = Math.max(0, Math.floor(seconds));
     var hours = Math.floor(whole / 3600);
     var minutes = Math.floor((whole % 3600) / 60);
     var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+    if (hours >= 48) return Math.floor(hours / 24) + " d " + pad(hours % 24) + " h";
     if (hours) return hours + " h " + pad(minutes) + " min";
     if (minutes) return minutes + " min " + pad(whole % 60) + " s";
     return whole + " s";
