@@ -114,7 +114,7 @@ def test_every_pr_mention_links_to_its_pr_page_and_a_crawl_reaches_every_kind_of
         f"/prs/{pr}/",
         f"/compare/?base={regression.base_commit.sha}&head={regression.head_commit.sha}",
     )
-    for path in (*culprit_pages, f"/tracking/{tracking.repository.full_name}/{tracking.number}/"):
+    for path in (*culprit_pages, "/alerts/", f"/tracking/{tracking.repository.full_name}/{tracking.number}/"):
         mentions = _pr_links_of(browser, path)
         assert mentions, path
         for text, href in mentions:
