@@ -114,7 +114,9 @@ def test_every_pr_mention_links_to_its_pr_page_and_a_crawl_reaches_every_kind_of
         f"/prs/{pr}/",
         f"/compare/?base={regression.base_commit.sha}&head={regression.head_commit.sha}",
     )
-    for path in (*culprit_pages, "/alerts/", f"/tracking/{tracking.repository.full_name}/{tracking.number}/"):
+    run = regression.head_commit.runs.first()
+    others = ("/alerts/", f"/runs/{run.pk}/", f"/tracking/{tracking.repository.full_name}/{tracking.number}/")
+    for path in (*culprit_pages, *others):
         mentions = _pr_links_of(browser, path)
         assert mentions, path
         for text, href in mentions:
@@ -166,6 +168,17 @@ CHART_EDGES = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
   .map(gd => gd.getBoundingClientRect()).map(box => [box.left, box.right])"""
 
 
+# Charts whose visible mode bar overlaps their legend.
+MODE_BAR_OVER_LEGEND = """
+() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(gd => {
+  const bar = gd.querySelector('.modebar'), legend = gd.querySelector('.legend');
+  if (!bar || !legend || getComputedStyle(bar).opacity === '0') return false;
+  const a = bar.getBoundingClientRect(), b = legend.getBoundingClientRect();
+  return a.width > 0 && a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+}).map(gd => gd.id || gd.className)
+"""
+
+
 def test_no_page_scrolls_sideways_on_a_phone(browser, demo) -> None:
     regression = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
     run_id = regression.head_commit.runs.values_list("pk", flat=True).first()
@@ -185,6 +198,11 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, demo) -> None:
         assert not browser.page.locator("nav.nav").is_visible(), path
     browser.page.locator(".menu-toggle").click()
     assert browser.page.locator("nav.nav").is_visible()
+    # A touch on a timeline chart shows no mode bar over its legend.
+    browser.page.goto(browser.base_url + "/suites/kimi-k3-8k1k/")
+    browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'")
+    browser.page.locator(".js-plotly-plot .nsewdrag").first.hover()
+    assert browser.page.evaluate(MODE_BAR_OVER_LEGEND) == []
     assert browser.console_errors == []
 
 

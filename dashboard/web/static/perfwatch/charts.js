@@ -582,7 +582,8 @@
     }
     var layout = figure.layout || {};
     var config = { responsive: true, displaylogo: false };
-    if (kind === "sparkline") {
+    // On a phone the mode bar would cover the legend; a drag zooms and a double tap resets without it.
+    if (kind === "sparkline" || window.matchMedia("(max-width: 600px)").matches) {
       config.displayModeBar = false;
     } else {
       config.modeBarButtonsToRemove = ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"];
