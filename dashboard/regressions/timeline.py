@@ -15,7 +15,7 @@ def alert_markers_traces(
 ) -> list[dict[str, Any]]:
     """One trace drawing each alert group as a symbol along the bottom of the plot; clicking it opens
     the group. customdata: (group url, hover text, the PR label "#51830" the chart script places above
-    the marker where there is room, or "")."""
+    the marker where there is room, or "", the group's kind: regressions are labelled first)."""
     drawn = [marker for marker in markers if marker.commit_sha in x_of]
     if not drawn:
         return []
@@ -35,7 +35,7 @@ def alert_markers_traces(
             },
             "name": "alerts",
             "customdata": [
-                [marker.url, marker.label, f"#{marker.pr_number}" if marker.pr_number else ""]
+                [marker.url, marker.label, f"#{marker.pr_number}" if marker.pr_number else "", marker.kind]
                 for marker in drawn
             ],
             "hovertemplate": "<b>Alert</b> %{customdata[1]}<br>click to open<extra></extra>",

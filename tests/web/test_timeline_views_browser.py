@@ -222,6 +222,14 @@ PR_LABELS = """
       .map(text => { const box = text.getBoundingClientRect();
                      return {text: text.textContent, left: box.left, right: box.right,
                              top: box.top, bottom: box.bottom}; }),
+    // The glyphs of the traces whose points carry those labels.
+    glyphs: Array.from(gd.querySelectorAll('.scatterlayer .trace'))
+      .filter(trace => trace.querySelector('.textpoint text'))
+      .flatMap(trace => Array.from(trace.querySelectorAll('.points path.point')))
+      .map(glyph => { const box = glyph.getBoundingClientRect();
+                      return {left: box.left, right: box.right, top: box.top, bottom: box.bottom}; }),
+    legend: gd.querySelector('.legend').getBoundingClientRect().right,
+    card: gd.getBoundingClientRect().right,
   };
 }
 """
@@ -236,8 +244,9 @@ def _overlap(one: dict, other: dict) -> bool:
     )
 
 
-def test_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(browser, demo) -> None:
-    browser.page.set_viewport_size({"width": 1000, "height": 900})
+@pytest.mark.parametrize("width", [1000, 390])
+def test_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(browser, demo, width) -> None:
+    browser.page.set_viewport_size({"width": width, "height": 900})
     browser.open(f"/suites/{DEMO_SUITE}/")
 
     for metric in (THROUGHPUT, "ttft_ms_mean"):
@@ -249,6 +258,16 @@ def test_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(browser, d
         beside = found["beside"]
         assert beside, metric
         assert all(not _overlap(one, other) for one, other in itertools.combinations(beside, 2)), metric
+        # Nor does a label run into the next marker of its row (its own marker sits left of it).
+        clashes = [
+            (label["text"], glyph)
+            for label in beside
+            for glyph in found["glyphs"]
+            if glyph["left"] > label["left"] and _overlap(label, glyph)
+        ]
+        assert clashes == [], (metric, clashes)
+        # Every level's legend entry fits on the card.
+        assert found["legend"] <= found["card"], metric
         # Crowded at this width: some labels went up a row or were left to the hover.
         assert len(set(found["rows"])) > 1 or len(boxes) < found["markers"], metric
     labels = [box["text"] for box in browser.page.evaluate(PR_LABELS, THROUGHPUT)["boxes"]]

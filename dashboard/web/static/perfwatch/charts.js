@@ -485,6 +485,8 @@
     return labelMeasure.measureText(text).width + 8; // Plotly's padding and border around the text
   }
 
+  var LABEL_RANK = { regression: 0, trade_off: 1, improvement: 2 };
+
   function alertLabels(gd) {
     var full = gd._fullLayout;
     var trace = (gd.data || []).filter(function (item) { return item.meta && item.meta.kind === "alerts"; })[0];
@@ -494,17 +496,23 @@
     var placed = trace.x.map(function (x, i) {
       var text = trace.customdata[i][2];
       var color = Array.isArray(trace.marker.color) ? trace.marker.color[i] : trace.marker.color;
-      return { x: x, text: text, color: color, px: full.xaxis.l2p(x), width: text ? labelWidth(text, family) : 0 };
+      var rank = LABEL_RANK[trace.customdata[i][3]];
+      return { x: x, text: text, color: color, px: full.xaxis.l2p(x), width: text ? labelWidth(text, family) : 0,
+               rank: rank === undefined ? LABEL_RANK.improvement : rank };
     }).filter(function (label) {
       return label.text && label.x >= Math.min(range[0], range[1]) && label.x <= Math.max(range[0], range[1]);
-    }).sort(function (a, b) { return a.px - b.px; });
-    var rowEnds = [];
+    }).sort(function (a, b) { return a.rank - b.rank || a.px - b.px; });
+    // Regressions are placed first, so that a crowded chart leaves an improvement's label to the hover.
+    var rows = [];
     var shown = [];
     placed.forEach(function (label) {
       var left = label.px - label.width / 2;
+      var right = label.px + label.width / 2;
       for (var row = 0; row < LABEL_ROWS; row += 1) {
-        if (rowEnds[row] === undefined || left >= rowEnds[row] + 2) {
-          rowEnds[row] = label.px + label.width / 2;
+        rows[row] = rows[row] || [];
+        var free = rows[row].every(function (taken) { return right + 2 <= taken[0] || left >= taken[1] + 2; });
+        if (free) {
+          rows[row].push([left, right]);
           shown.push({
             name: "pr-label", text: label.text, x: label.x, xref: "x", y: 0.03, yref: "y2",
             yanchor: "bottom", yshift: 10 + row * (LABEL_FONT_PX + 7), showarrow: false,
@@ -528,14 +536,13 @@
   }
 
   // The PR and tag labels beside the markers at the top: the server spreads them over rows; here a label
-  // that would run into the one before it on its row is left to its marker's hover.
+  // that would run into another label or the next marker is left to its marker's hover.
   var markerTexts = new WeakMap(); // markers trace -> every label, as the server sent them
 
   function placeMarkerLabels(gd) {
     var full = gd._fullLayout;
     if (!full || !full.xaxis) return;
     var family = (full.font && full.font.family) || "sans-serif";
-    var rowEnds = {};
     var wanted = [];
     (gd.data || []).forEach(function (trace, index) {
       if (!trace.meta || trace.meta.kind !== "markers" || !Array.isArray(trace.text)) return;
@@ -544,16 +551,23 @@
     });
     var points = [];
     wanted.forEach(function (item) {
-      item.trace.x.forEach(function (x, i) { points.push({ item: item, i: i, px: full.xaxis.l2p(x), row: item.trace.y[i] }); });
+      item.trace.x.forEach(function (x, i) { points.push({ item: item, i: i, px: full.xaxis.l2p(x) }); });
     });
     points.sort(function (a, b) { return a.px - b.px; });
-    points.forEach(function (point) {
+    // The marker rows sit closer than a label is tall, so a label must end before the next marker of any
+    // row and start after the previous label of any row.
+    var labelEnd;
+    points.forEach(function (point, order) {
       var text = point.item.texts[point.i];
       if (!text) return;
       var left = point.px + 6; // beside the marker
-      var end = rowEnds[point.row];
-      if (end !== undefined && left < end + 2) point.item.texts[point.i] = "";
-      else rowEnds[point.row] = left + labelWidth(text, family) - 6;
+      var right = left + labelWidth(text, family) - 6;
+      var next = points[order + 1];
+      if ((labelEnd !== undefined && left < labelEnd + 2) || (next !== undefined && right > next.px - 6)) {
+        point.item.texts[point.i] = "";
+      } else {
+        labelEnd = right;
+      }
     });
     wanted.forEach(function (item) {
       if (JSON.stringify(item.texts) === JSON.stringify(item.trace.text)) return;
@@ -581,9 +595,12 @@
       figure = viewOf(element, figure, zoomFromUrl());
     }
     var layout = figure.layout || {};
+    var phone = window.matchMedia("(max-width: 600px)").matches;
+    // On a phone the legend's title would push the last level off the card.
+    if (phone && layout.legend) layout.legend = Object.assign({}, layout.legend, { title: { text: "" } });
     var config = { responsive: true, displaylogo: false };
     // On a phone the mode bar would cover the legend; a drag zooms and a double tap resets without it.
-    if (kind === "sparkline" || window.matchMedia("(max-width: 600px)").matches) {
+    if (kind === "sparkline" || phone) {
       config.displayModeBar = false;
     } else {
       config.modeBarButtonsToRemove = ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"];
