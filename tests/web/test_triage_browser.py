@@ -115,6 +115,7 @@ def test_every_pr_mention_links_to_its_pr_page_and_a_crawl_reaches_every_kind_of
         f"/compare/?base={regression.base_commit.sha}&head={regression.head_commit.sha}",
     )
     run = regression.head_commit.runs.first()
+    assert run is not None
     others = ("/alerts/", f"/runs/{run.pk}/", f"/tracking/{tracking.repository.full_name}/{tracking.number}/")
     for path in (*culprit_pages, *others):
         mentions = _pr_links_of(browser, path)
