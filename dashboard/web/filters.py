@@ -166,3 +166,33 @@ def timeline_problems_unknown(
         for level in filters.concurrencies
         if level not in levels
     )
+
+
+@dataclass(frozen=True)
+class TimelineSelection:
+    """What a timeline page says about its filters: every problem, and each value asked for that the page
+    cannot use, kept for its control to show marked rather than replaced by another value."""
+
+    problems: tuple[FilterProblem, ...]
+    unknown_hardware: str
+    unknown_levels: tuple[int, ...]
+    unknown_statistic: str
+    unreadable_dates: dict[str, str]
+
+
+def timeline_selection(*, asked: TimelineRequest, measured: dict[str, tuple[int, ...]]) -> TimelineSelection:
+    """The problems of `asked` and the unknown values it names. `measured`: concurrency levels by hardware
+    class."""
+    filters = asked.filters
+    unknown = timeline_problems_unknown(filters=filters, measured=measured)
+    hardware_measured = filters.hardware_class in measured
+    return TimelineSelection(
+        problems=(*asked.problems, *unknown),
+        unknown_hardware=filters.hardware_class if measured and not hardware_measured else "",
+        # On a hardware class it never ran on, no level is known: each asked for stays, marked.
+        unknown_levels=filters.concurrencies
+        if not hardware_measured
+        else tuple(int(problem.value) for problem in unknown if problem.name == "concurrency"),
+        unknown_statistic=next(iter(asked.unknown("stat")), ""),
+        unreadable_dates={name: next(iter(asked.unknown(name)), "") for name in ("from", "to")},
+    )

@@ -27,8 +27,8 @@ from dashboard.web.figures import CommitUrl, concurrency_color
 from dashboard.web.filters import (
     STATISTICS,
     TimelineFilters,
-    timeline_problems_unknown,
     timeline_request_read,
+    timeline_selection,
 )
 from dashboard.web.load_curves import load_curve_section
 from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, overview_cards
@@ -152,20 +152,16 @@ def suite_timeline(request: HttpRequest, suite: str) -> HttpResponse:
         facet.hardware_class: tuple(level for level in facet.concurrencies if level != WHOLE_RUN)
         for facet in facets
     }
-    unknown = timeline_problems_unknown(filters=filters, measured=measured)
+    selection = timeline_selection(asked=asked, measured=measured)
     facet = next((f for f in facets if f.hardware_class == filters.hardware_class), None)
     context = {
         "suite": suite_row,
         "facets": facets,
-        # A value that cannot be read is a bad request; a well-formed one that names nothing is not.
-        "filter_problems": [*asked.problems, *unknown],
-        "unknown_hardware": filters.hardware_class if facet is None and facets else "",
-        # On a hardware class it never ran on, no level is known: each asked for stays, marked.
-        "unknown_levels": list(filters.concurrencies)
-        if facet is None
-        else [int(problem.value) for problem in unknown if problem.name == "concurrency"],
-        "unknown_statistic": next(iter(asked.unknown("stat")), ""),
-        "unreadable_dates": {name: next(iter(asked.unknown(name)), "") for name in ("from", "to")},
+        "filter_problems": selection.problems,
+        "unknown_hardware": selection.unknown_hardware,
+        "unknown_levels": selection.unknown_levels,
+        "unknown_statistic": selection.unknown_statistic,
+        "unreadable_dates": selection.unreadable_dates,
         "span": selectors.timeline_span(
             suite=suite_row,
             hardware_class=filters.hardware_class,
@@ -175,6 +171,7 @@ def suite_timeline(request: HttpRequest, suite: str) -> HttpResponse:
         **_timeline_context(suite_row, facet, filters),
         "tracking_toggles": tracking_toggles(issues=tracking_issues_active(), selection=filters.tracking),
     }
+    # A value that cannot be read is a bad request; a well-formed one that names nothing is not.
     status = 400 if asked.problems else 200
     return render(request, "web/timeline.html", context, status=status)
 
