@@ -172,7 +172,7 @@ def test_demo_timeline_screenshot(browser, settings, tmp_path) -> None:
     assert all(200 < n < 360 for traces in counts for n in traces)  # a few hundred commits, some gaps
     kinds = browser.page.evaluate(TRACE_KINDS)
     assert all({"markers", "alerts"} <= set(chart) for chart in kinds[:1])  # PRs and alerts are drawn
-    # Written outside the repository: docs/screenshot-timeline.png is refreshed by hand, not by a test.
+    # Written outside the repository: docs/ screenshots are remade by `manage.py screenshots`, not by a test.
     screenshot = tmp_path / "screenshot-timeline.png"
     browser.page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.read_bytes().startswith(b"\x89PNG") and screenshot.stat().st_size > 50_000
