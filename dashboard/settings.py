@@ -75,6 +75,9 @@ INSTALLED_APPS = [
     "dashboard.github",
     "dashboard.web",
     "dashboard.tokens",
+    # Tooling and the demo: their commands only; the product never imports them.
+    "dashboard.demo",
+    "lab",
     "csp",
     "axes",
 ]

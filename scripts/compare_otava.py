@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from dashboard.regressions.evaluation import (
+from lab.evaluation import (
     Detect,
     detector_evaluate,
     detector_indices,

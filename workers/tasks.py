@@ -171,7 +171,7 @@ def github_pull_request_record(repo: str, pull: dict[str, object]) -> int | None
 def run_detect(run_id: int) -> int:
     """Look for changes in every series run `run_id` touched, verify and judge the groups it concerns;
     idempotent, so a redelivery is harmless."""
-    from dashboard.regressions.verdicts import run_settle
+    from dashboard.regressions.sheriff.settle import run_settle
 
     return run_settle(run_id=run_id).alerts_created
 
@@ -186,9 +186,9 @@ def run_detect(run_id: int) -> int:
 )
 def detect_recent() -> int:
     """Catch up on runs whose detection message was lost: trailing windows of recently run series."""
-    from dashboard.regressions.alerts import runs_detect_recent
+    from dashboard.regressions.sheriff.settle import runs_settle_recent
 
-    return runs_detect_recent(since=timezone.now() - timedelta(hours=1)).alerts_created
+    return runs_settle_recent(since=timezone.now() - timedelta(hours=1)).alerts_created
 
 
 @shared_task(
@@ -201,7 +201,7 @@ def detect_recent() -> int:
 )
 def verdicts_sweep() -> list[int]:
     """Queue the repeats suspected groups still lack (a budget refilled) and judge those that are complete."""
-    from dashboard.regressions.verdicts import groups_verify_pending
+    from dashboard.regressions.sheriff.settle import groups_verify_pending
 
     return [run.pk for run in groups_verify_pending()]
 

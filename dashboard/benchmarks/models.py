@@ -207,6 +207,8 @@ ACTIVE_RUN_STATUSES = (
     RunStatus.BENCHMARKING,
     RunStatus.STORING,
 )
+# A run that may still produce results: queued, or on its way on a node.
+PENDING_RUN_STATUSES: tuple[str, ...] = (RunStatus.QUEUED, *ACTIVE_RUN_STATUSES)
 FINAL_RUN_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 

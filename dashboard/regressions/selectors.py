@@ -6,33 +6,25 @@ beside the others, so the query-count tests of the alert pages pin one module.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from django.conf import settings
-from django.db import connection
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Max, Min, Prefetch, Q, QuerySet
 from django.urls import reverse
 from django.utils.text import capfirst
 
 from dashboard.benchmarks.models import (
-    ACTIVE_RUN_STATUSES,
     HEADLINE_METRICS,
+    PENDING_RUN_STATUSES,
     Commit,
-    Measurement,
     Run,
-    RunStatus,
-    Series,
     Suite,
-    main_order,
-    main_order_key,
 )
-from dashboard.benchmarks.statistics import CommitValue, commit_value
 from dashboard.github.models import CommitRevert, PullRequest
+from dashboard.regressions.detect.windows import series_window
 from dashboard.regressions.models import (
     DECIDED_STATUSES,
     Alert,
@@ -46,220 +38,6 @@ from dashboard.regressions.models import (
 )
 
 Sort = Literal["date", "size"]
-PENDING_RUN_STATUSES: tuple[str, ...] = (RunStatus.QUEUED, *ACTIVE_RUN_STATUSES)
-
-
-@dataclass(frozen=True)
-class WindowCommit:
-    commit_id: int
-    position: int | None
-
-
-@dataclass(frozen=True)
-class CommitWindow:
-    """Benchmarked commits of a suite on a hardware class, in main order; whether the window reaches the
-    oldest and the newest of them."""
-
-    commits: tuple[WindowCommit, ...]
-    at_start: bool
-    at_end: bool
-
-
-@dataclass(frozen=True)
-class SeriesPoint:
-    """One benchmarked commit of a series: the median of its runs, and how many there were."""
-
-    commit_id: int
-    position: int | None
-    value: float
-    runs: int = 1
-
-
-@dataclass(frozen=True)
-class SeriesWindow:
-    points: tuple[SeriesPoint, ...]
-    at_series_start: bool
-    at_series_end: bool
-
-
-def commit_window(
-    *, suite_id: int, hardware_class: str, commit_id: int | None = None, size: int | None = None
-) -> CommitWindow:
-    """At most `size` benchmarked commits around `commit_id`: up to half of them after it, the rest up to
-    it; without a commit (or for the newest) the trailing window.
-
-    Only the window is read: each side is an index walk in main order from the commit that stops after
-    the commits it needs, so the cost does not grow with the history. Every series of the suite and
-    hardware class is analysed over this one list, so a run's series all see the same commits even
-    while other runs are being stored.
-    """
-    size = size or settings.PERFWATCH_DETECTION_WINDOW
-    benchmarked = Commit.objects.filter(
-        Exists(
-            Run.objects.filter(
-                commit_id=OuterRef("pk"),
-                suite_id=suite_id,
-                hardware_class=hardware_class,
-                status=RunStatus.SUCCEEDED,
-            )
-        )
-    )
-    fields = ("pk", "position", "committed_at")
-    target = benchmarked.filter(pk=commit_id).values_list(*fields).first() if commit_id is not None else None
-    if target is None:
-        # The trailing window: the newest commits, and one more to tell whether it reaches the oldest.
-        newest = benchmarked.order_by(*main_order(newest_first=True)).values_list(*fields)[: size + 1]
-        ordered = list(reversed(newest))
-        return _window_around(ordered=ordered, target=len(ordered) - 1, size=size)
-    if target[1] is None:
-        # A commit off main's history sorts after all of it: rare, so the whole list is read.
-        ordered = list(benchmarked.order_by(*main_order()).values_list(*fields))
-        return _window_around(ordered=ordered, target=ordered.index(target), size=size)
-    position = target[1]
-    # Strictly before and strictly after the commit's position, each one beyond what a window can hold,
-    # so that a side cut short here is one the window does not reach the end of. Commits of another
-    # repository can share the position: they are ordered among themselves in Python.
-    older = benchmarked.filter(position__lt=position).order_by(*main_order(newest_first=True))
-    newer = benchmarked.filter(Q(position__gt=position) | Q(position__isnull=True)).order_by(*main_order())
-    level = sorted(benchmarked.filter(position=position).values_list(*fields), key=_main_key)
-    ordered = [
-        *reversed(older.values_list(*fields)[: size + 1]),
-        *level,
-        *newer.values_list(*fields)[: size // 2 + 1],
-    ]
-    return _window_around(ordered=ordered, target=ordered.index(target), size=size)
-
-
-def _main_key(commit: tuple[int, int | None, datetime | None]) -> tuple[bool, int, float, int]:
-    return main_order_key(position=commit[1], committed_at=commit[2], commit_id=commit[0])
-
-
-def _window_around(
-    *, ordered: Sequence[tuple[int, int | None, datetime | None]], target: int, size: int
-) -> CommitWindow:
-    """The window of `size` around `ordered[target]` (up to half of it after), from benchmarked commits in
-    main order that hold at least the window and, where there are any, one more on each side."""
-    if not ordered:
-        return CommitWindow(commits=(), at_start=True, at_end=True)
-    newer = min(size // 2, len(ordered) - 1 - target)
-    end = target + newer + 1
-    start = max(0, end - size)
-    return CommitWindow(
-        commits=tuple(
-            WindowCommit(commit_id=pk, position=position) for pk, position, _ in ordered[start:end]
-        ),
-        at_start=start == 0,
-        at_end=end == len(ordered),
-    )
-
-
-def _succeeded_runs(
-    *, series_ids: Sequence[int], commit_ids: Sequence[int]
-) -> dict[tuple[int, int], list[float]]:
-    """Per (series, commit), the values of its succeeded runs.
-
-    Two queries whatever the number of series: the points from the covering index of measurements
-    (no table rows read), then the status of the few runs behind them, so the thousands of points of a
-    window are not each joined to their run.
-    """
-    fields = ("series_id", "commit_id", "run_id", "value")
-    if connection.vendor == "postgresql":
-        # Array parameters: with IN lists the planner scans every point of the series and filters the
-        # commits, instead of descending the index to each (series, commit) pair.
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT {', '.join(fields)} FROM {Measurement._meta.db_table} "
-                "WHERE series_id = ANY(%s) AND commit_id = ANY(%s)",
-                [list(series_ids), list(commit_ids)],
-            )
-            rows = cursor.fetchall()
-    else:
-        rows = list(
-            Measurement.objects.filter(series_id__in=series_ids, commit_id__in=commit_ids).values_list(
-                *fields
-            )
-        )
-    succeeded = set(
-        Run.objects.filter(
-            pk__in={run_id for _, _, run_id, _ in rows}, status=RunStatus.SUCCEEDED
-        ).values_list("pk", flat=True)
-    )
-    runs: dict[tuple[int, int], list[float]] = defaultdict(list)
-    for series_id, commit_id, run_id, value in rows:
-        if run_id in succeeded:
-            runs[(series_id, commit_id)].append(value)
-    return runs
-
-
-def commit_values(
-    *, series_ids: Sequence[int], commit_ids: Sequence[int]
-) -> dict[int, dict[int, CommitValue]]:
-    """Each series' value at each of the commits that has one: the median of its succeeded runs, with
-    their spread (:func:`statistics.commit_value`, the one rule every page and the detector use)."""
-    values: dict[int, dict[int, CommitValue]] = defaultdict(dict)
-    for (series_id, commit_id), measured in _succeeded_runs(
-        series_ids=series_ids, commit_ids=commit_ids
-    ).items():
-        values[series_id][commit_id] = commit_value(measured)
-    return values
-
-
-@dataclass(frozen=True)
-class WindowValues:
-    """One series over a window's commits, in their order: NaN and one run where it has no value."""
-
-    values: list[float]
-    runs: list[int]
-
-
-def window_values(*, series_ids: Sequence[int], commit_ids: Sequence[int]) -> dict[int, WindowValues]:
-    """Every series over the commits, as detection reads them: the value of each commit is
-    :func:`commit_values`' (the median of its runs), built without an object per point."""
-    index_of = {commit_id: index for index, commit_id in enumerate(commit_ids)}
-    found = {
-        series_id: WindowValues(values=[math.nan] * len(commit_ids), runs=[1] * len(commit_ids))
-        for series_id in series_ids
-    }
-    for (series_id, commit_id), measured in _succeeded_runs(
-        series_ids=series_ids, commit_ids=commit_ids
-    ).items():
-        window, index = found[series_id], index_of[commit_id]
-        if len(measured) == 1:
-            window.values[index] = measured[0]
-        else:
-            window.values[index] = commit_value(measured).value
-            window.runs[index] = len(measured)
-    return found
-
-
-def series_points(*, series_id: int, commits: Sequence[WindowCommit]) -> list[SeriesPoint]:
-    """The series' values at `commits` (the median of each commit's runs), in their order; commits it
-    lacks are left out."""
-    values = commit_values(series_ids=[series_id], commit_ids=[commit.commit_id for commit in commits]).get(
-        series_id, {}
-    )
-    return [
-        SeriesPoint(
-            commit_id=commit.commit_id,
-            position=commit.position,
-            value=values[commit.commit_id].value,
-            runs=values[commit.commit_id].runs,
-        )
-        for commit in commits
-        if commit.commit_id in values
-    ]
-
-
-def series_window(*, series: Series, commit_id: int | None = None, size: int | None = None) -> SeriesWindow:
-    """A series' points in the commit window of its suite and hardware class around `commit_id`."""
-    window = commit_window(
-        suite_id=series.suite_id, hardware_class=series.hardware_class, commit_id=commit_id, size=size
-    )
-    return SeriesWindow(
-        points=tuple(series_points(series_id=series.pk, commits=window.commits)),
-        at_series_start=window.at_start,
-        at_series_end=window.at_end,
-    )
 
 
 def group_range_commits(*, group: AlertGroup) -> list[Commit]:

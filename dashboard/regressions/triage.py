@@ -10,7 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.regressions.alert_groups import group_refresh
+from dashboard.regressions.detect.alert_groups import group_refresh
 from dashboard.regressions.models import Alert, AlertGroup, Comment, TriageEvent, TriageStatus
 
 

@@ -8,7 +8,7 @@ from datetime import date
 from django.http import QueryDict
 from django.utils.http import urlencode
 
-from dashboard.github.timeline import tracking_query_pairs, tracking_selection_parse
+from dashboard.web.markers import tracking_query_pairs, tracking_selection_parse
 
 STATISTICS: tuple[str, ...] = ("mean", "p50", "p90", "p99")
 

@@ -25,7 +25,7 @@ from dashboard.benchmarks import runs as run_lifecycle
 from dashboard.benchmarks.models import Run
 from dashboard.benchmarks.runs import RunActionRefused
 from dashboard.github import selectors as github_selectors
-from dashboard.regressions.budget import suites_budget_use
+from dashboard.regressions.sheriff.budget import suites_budget_use
 from dashboard.web.filters import FilterInvalid
 from dashboard.web.run_figures import telemetry_figure
 from dashboard.web.run_pages import (

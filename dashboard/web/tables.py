@@ -13,8 +13,8 @@ from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.benchmarks.selectors import MeasurementRow, SparklineSeries, SuiteOverview
 from dashboard.benchmarks.statistics import commit_value
 from dashboard.github.impact import CommitChanges, MetricChange
-from dashboard.github.tables import ChangeCell, change_cell
 from dashboard.web.figures import SparklineShape, sparkline_shape
+from dashboard.web.impact_tables import ChangeCell, change_cell
 
 HEADLINE_DISPLAYS: tuple[MetricDisplay, ...] = tuple(metric_display(metric=m) for m in HEADLINE_METRICS)
 

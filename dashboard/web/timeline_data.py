@@ -16,7 +16,6 @@ from dashboard.benchmarks.columns import commit_days, commit_positions, commits_
 from dashboard.benchmarks.models import Run, RunStatus, Suite
 from dashboard.github.models import Tag, TrackingIssue, TrackingIssueItem
 from dashboard.github.selectors import timeline_markers
-from dashboard.github.timeline import markers_traces
 from dashboard.regressions.models import AlertGroup
 from dashboard.regressions.selectors import alert_markers
 from dashboard.regressions.timeline import alert_markers_traces
@@ -31,6 +30,7 @@ from dashboard.web.figures import (
     timeline_figure,
 )
 from dashboard.web.filters import TimelineFilters
+from dashboard.web.markers import markers_traces
 
 # A zoomed response also holds this share of the range on each side, so a small pan has data to show.
 ZOOM_MARGIN_SHARE = 0.25

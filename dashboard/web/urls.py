@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.web import api, run_views, views
+from dashboard.web import api, compare_views, pull_views, run_views, tracking_views, views
 
 app_name = "web"
 
@@ -15,6 +15,17 @@ urlpatterns = [
     path("runs/<id:run_id>/retry/", run_views.run_retry, name="run-retry"),
     path("runs/<id:run_id>/cancel/", run_views.run_cancel, name="run-cancel"),
     path("runners/", run_views.runners, name="runners"),
+    path("tracking/", tracking_views.tracking_issues, name="tracking-issues"),
+    path(
+        "tracking/<str:owner>/<str:repo>/<id:number>/", tracking_views.tracking_issue, name="tracking-issue"
+    ),
+    path("prs/<id:number>/", pull_views.pull_request, name="pull-request"),
+    path(
+        "api/prs/<id:number>/figures/<slug:suite>/<slug:metric>/",
+        pull_views.pull_request_figure,
+        name="pull-request-figure",
+    ),
+    path("compare/", compare_views.compare, name="compare"),
     path("api/suites/<slug:suite>/series/", api.suite_series, name="suite-series"),
     path("api/suites/<slug:suite>/timeline/", api.suite_timeline, name="suite-timeline-data"),
     path("api/suites/<slug:suite>/figures/<slug:metric>/", api.suite_figure, name="suite-figure"),

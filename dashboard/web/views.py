@@ -21,7 +21,6 @@ from dashboard.benchmarks.models import WHOLE_RUN, Suite
 from dashboard.benchmarks.selectors import HardwareFacet
 from dashboard.github.impact import commit_changes
 from dashboard.github.selectors import tracking_issues_active
-from dashboard.github.timeline import tracking_toggles
 from dashboard.regressions.selectors import alert_groups_naming, alert_groups_open, open_regression_counts
 from dashboard.web.figures import CommitUrl, concurrency_color
 from dashboard.web.filters import (
@@ -31,6 +30,7 @@ from dashboard.web.filters import (
     timeline_selection,
 )
 from dashboard.web.load_curves import load_curve_section
+from dashboard.web.markers import tracking_toggles
 from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, overview_cards
 
 QUICK_RANGES_DAYS = (7, 30, 90)

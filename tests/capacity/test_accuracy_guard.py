@@ -7,7 +7,7 @@ import pytest
 from dashboard.benchmarks.capacity import accuracy_store
 from dashboard.benchmarks.models import WHOLE_RUN, AccuracyScore, Commit, Measurement, Run, RunStatus, Suite
 from dashboard.benchmarks.suites import suite_upsert
-from dashboard.regressions.alerts import suite_detect_history
+from dashboard.regressions.detect.alerts import suite_detect_history
 from dashboard.regressions.models import Alert, AlertGroup, DetectionSetting, GroupKind
 from runners.accuracy import accuracy_result
 from runners.suites import suite_get

@@ -8,7 +8,7 @@ from dashboard.benchmarks.capacity import suite_capacity_recompute
 from dashboard.benchmarks.models import WHOLE_RUN, Commit, LoadLevel, Measurement, Run
 from dashboard.benchmarks.services import report_ingest
 from dashboard.benchmarks.suites import suite_upsert
-from dashboard.regressions.alerts import suite_detect_history
+from dashboard.regressions.detect.alerts import suite_detect_history
 from dashboard.regressions.models import AlertGroup, GroupKind
 from runners.capacity import CurvePoint, capacity_derive
 from runners.guidellm_report import report_parse

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from dashboard.benchmarks.demo import HEAD_SHA_PREFIX, TRACKING_PRS
+from dashboard.demo.history import HEAD_SHA_PREFIX, TRACKING_PRS
 from dashboard.github.models import PullRequest, PullRequestState, TrackingIssue
 from dashboard.github.selectors import tracking_issue_detail
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dashboard.regressions.attribution import SeriesHistory
+from dashboard.regressions.detect.attribution import SeriesHistory
 
 LENGTH = 120
 STEP = 60

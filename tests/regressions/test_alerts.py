@@ -7,10 +7,11 @@ from typing import cast
 import pytest
 
 from dashboard.benchmarks.models import Commit, Run
-from dashboard.regressions.alerts import pair_detect_history, run_detect, suite_detect_history
+from dashboard.regressions.detect.alerts import pair_detect_history, run_detect, suite_detect_history
+from dashboard.regressions.detect.thresholds import threshold_resolve
+from dashboard.regressions.detect.windows import series_window
 from dashboard.regressions.models import Alert, AlertGroup, AlertKind, DetectionSetting, GroupKind
-from dashboard.regressions.selectors import group_range_commits, series_window
-from dashboard.regressions.thresholds import threshold_resolve
+from dashboard.regressions.selectors import group_range_commits
 from tests.factories import CommitFactory, run_with_values
 from tests.regressions.conftest import noisy, suite_create
 
@@ -76,7 +77,7 @@ def test_a_single_outlier_raises_nothing_as_points_arrive(history_build) -> None
     history = history_build(values={THROUGHPUT: values})
 
     for run in Run.objects.filter(suite=history.suite).order_by("commit__position"):
-        run_detect(run_id=run.pk, notify=False)
+        run_detect(run_id=run.pk)
     suite_detect_history()
 
     assert not Alert.objects.exists()
@@ -94,7 +95,7 @@ def test_running_detection_again_never_duplicates_anything(history_build) -> Non
 
     again = suite_detect_history()
     for run in Run.objects.filter(suite=history.suite):
-        run_detect(run_id=run.pk, notify=False)
+        run_detect(run_id=run.pk)
 
     assert again.alerts_created == 0
     assert list(Alert.objects.order_by("pk").values_list("pk", "group_id", "series_id")) == before
@@ -105,7 +106,7 @@ def test_points_arriving_one_by_one_find_the_step_once_and_at_the_right_commit(h
     history = history_build(values={THROUGHPUT: step(before=725.0, after=681.5, at=40, length=70)})
 
     created = sum(
-        run_detect(run_id=run.pk, notify=False).alerts_created
+        run_detect(run_id=run.pk).alerts_created
         for run in Run.objects.filter(suite=history.suite).order_by("commit__position")
     )
 

@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from dashboard.regressions.attribution import HistoryInvalid, SeriesHistory, changes_locate
-from dashboard.regressions.attribution_evaluation import (
+from dashboard.regressions.detect.attribution import HistoryInvalid, SeriesHistory, changes_locate
+from dashboard.regressions.detect.detector import change_points_detect
+from lab.attribution_evaluation import (
     attribution_score,
     history_generate,
     joint_attribute,
     per_series_attribute,
 )
-from dashboard.regressions.detection import change_points_detect
 from tests.regressions.suites import LENGTH, STEP, SUITE, decode, suite_history
 
 

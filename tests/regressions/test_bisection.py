@@ -11,10 +11,10 @@ from django.test import Client
 
 from dashboard.benchmarks import runs
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series, Suite
-from dashboard.regressions.alerts import run_detect
-from dashboard.regressions.bisection import group_bisect
+from dashboard.regressions.detect.alerts import run_detect
 from dashboard.regressions.models import Alert, AlertGroup, GroupState, Notification
-from dashboard.regressions.verdicts import run_settle
+from dashboard.regressions.sheriff.search import group_bisect
+from dashboard.regressions.sheriff.settle import run_settle
 from tests.factories import CommitFactory, run_with_values
 from tests.regressions.conftest import noisy, suite_create
 from tests.regressions.test_alerts import THROUGHPUT
@@ -80,7 +80,7 @@ def confirm(history: Gapped) -> AlertGroup:
 
 def test_a_suspected_group_is_not_bisected(dispatched) -> None:
     history = gapped_history()
-    run_detect(run_id=history.last_run.pk, notify=False)
+    run_detect(run_id=history.last_run.pk)
 
     assert AlertGroup.objects.get().state == GroupState.SUSPECTED
     assert group_bisect(group_id=AlertGroup.objects.get().pk) == []
@@ -105,7 +105,7 @@ def test_bisecting_again_queues_nothing_new(dispatched) -> None:
     sent = len(dispatched)
 
     assert group_bisect(group_id=group.pk) == []
-    run_detect(run_id=history.last_run.pk, notify=False)
+    run_settle(run_id=history.last_run.pk)
 
     assert Run.objects.filter(status=RunStatus.QUEUED).count() == 1
     assert len(dispatched) == sent
@@ -124,7 +124,7 @@ def test_a_release_suite_is_never_bisected(dispatched) -> None:
     releases = suite_create(name="kimi-k3-releases", install_settings={"method": "pypi_release"})
     history = gapped_history(suite=releases)
 
-    run_detect(run_id=history.last_run.pk, notify=False)
+    run_detect(run_id=history.last_run.pk)
 
     assert group_bisect(group_id=AlertGroup.objects.get().pk) == []
     assert not Run.objects.filter(status=RunStatus.QUEUED).exists()

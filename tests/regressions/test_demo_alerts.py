@@ -6,13 +6,14 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from dashboard.benchmarks.demo import DEMO_HARDWARE, DEMO_SUITE, REGRESSION_PR, REVERT_PR, demo_load
 from dashboard.benchmarks.models import Run, RunKind
-from dashboard.regressions.alerts import suite_detect_history
-from dashboard.regressions.demo_verification import demo_groups_verify
+from dashboard.demo.history import DEMO_HARDWARE, DEMO_SUITE, REGRESSION_PR, REVERT_PR, demo_load
+from dashboard.demo.verification import demo_groups_verify
+from dashboard.regressions.detect.alerts import suite_detect_history
 from dashboard.regressions.models import AlertGroup, GroupKind, GroupState, Notification
 from dashboard.regressions.selectors import group_range_commits
-from dashboard.regressions.verdicts import group_judge
+from dashboard.regressions.sheriff.settle import history_settle
+from dashboard.regressions.sheriff.verdicts import group_judge
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(300)]
 
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.timeout(300)]
 def demo_detected(notification_channels, eager_tasks, django_capture_on_commit_callbacks):
     demo_load()
     with django_capture_on_commit_callbacks(execute=True):
-        suite_detect_history(notify=True)
+        history_settle(notify=True)
     return notification_channels
 
 
@@ -84,7 +85,7 @@ def test_detecting_the_demo_again_creates_and_sends_nothing_new(
     alerts_before = list(AlertGroup.objects.order_by("pk").values_list("pk", "kind", "magnitude_pct"))
 
     with django_capture_on_commit_callbacks(execute=True):
-        outcome = suite_detect_history(notify=True)
+        outcome = history_settle(notify=True)
 
     assert outcome.alerts_created == 0
     assert list(AlertGroup.objects.order_by("pk").values_list("pk", "kind", "magnitude_pct")) == alerts_before

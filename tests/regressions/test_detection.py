@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from dashboard.regressions.detection import (
+from dashboard.regressions.detect.detector import (
     ChangePoint,
     SeriesInvalid,
     change_point_kind,

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 
 from dashboard.benchmarks.models import Measurement, Series
 from dashboard.benchmarks.services import report_ingest
-from dashboard.regressions.alerts import series_lock
+from dashboard.regressions.detect.alerts import series_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,9 +12,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, RunStatus, Suite, main_order_key
-from dashboard.regressions.alerts import run_detect, suite_detect_history
+from dashboard.regressions.detect.alerts import run_detect, suite_detect_history
+from dashboard.regressions.detect.windows import commit_window
 from dashboard.regressions.models import Alert
-from dashboard.regressions.selectors import commit_window
 from tests.factories import CommitFactory, RepositoryFactory, SuiteFactory, bulk_history, run_with_values
 
 pytestmark = pytest.mark.django_db
@@ -40,10 +40,10 @@ def _suite_with_step(*, metrics: int) -> tuple[Suite, list[Commit]]:
 
 def _detect_counting(*, suite: Suite, commits: list[Commit]) -> tuple[int, int]:
     """Queries and alerts of detecting the suite's newest run, once every earlier run was detected."""
-    run_detect(run_id=Run.objects.get(suite=suite, commit=commits[-2]).pk, notify=False, bisect=False)
+    run_detect(run_id=Run.objects.get(suite=suite, commit=commits[-2]).pk)
     newest = Run.objects.get(suite=suite, commit=commits[-1])
     with CaptureQueriesContext(connection) as captured:
-        run_detect(run_id=newest.pk, notify=False, bisect=False)
+        run_detect(run_id=newest.pk)
     return len(captured), Alert.objects.filter(series__suite=suite).count()
 
 

@@ -1,6 +1,6 @@
 import numpy as np
 
-from dashboard.regressions.evaluation import (
+from lab.evaluation import (
     detections_match,
     detector_evaluate,
     labelled_series_generate,

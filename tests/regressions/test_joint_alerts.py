@@ -8,7 +8,7 @@ from typing import cast
 import pytest
 
 from dashboard.benchmarks.models import Commit, Run, Suite
-from dashboard.regressions.alerts import run_detect, suite_detect_history
+from dashboard.regressions.detect.alerts import run_detect, suite_detect_history
 from dashboard.regressions.models import AlertGroup, AlertKind, GroupKind
 from dashboard.regressions.selectors import group_range_commits
 from tests.factories import CommitFactory, run_with_values
@@ -66,7 +66,7 @@ def test_the_slow_run_case_arriving_run_by_run_also_gives_one_group() -> None:
     suite, commits = store(seed=1, steps=decode(16, STEP, -0.06), slow_runs={STEP - 1: 0.08})
 
     for run in Run.objects.filter(suite=suite).order_by("commit__position"):
-        run_detect(run_id=run.pk, notify=False, bisect=False)
+        run_detect(run_id=run.pk)
 
     group = only_group()
     assert commits[STEP] == group.head_commit

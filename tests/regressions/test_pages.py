@@ -10,8 +10,8 @@ from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Series, Suite
 from dashboard.github.models import PullRequest
-from dashboard.regressions.alert_groups import alert_upsert
-from dashboard.regressions.alerts import suite_detect_history
+from dashboard.regressions.detect.alert_groups import alert_upsert
+from dashboard.regressions.detect.alerts import suite_detect_history
 from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind, GroupState, TriageStatus
 from dashboard.regressions.selectors import alert_markers
 from tests.factories import CommitFactory, SeriesFactory

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboard.regressions.verdicts import change_verdict
+from dashboard.regressions.sheriff.verdicts import change_verdict
 
 NOISE = 0.015  # the series' run-to-run noise, log scale
 

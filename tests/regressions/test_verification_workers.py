@@ -22,7 +22,7 @@ from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunSt
 from dashboard.benchmarks.services import measurements_store
 from dashboard.benchmarks.suites import suite_upsert
 from dashboard.regressions.models import AlertGroup, GroupState, Notification, NotificationStatus
-from dashboard.regressions.verdicts import run_settle
+from dashboard.regressions.sheriff.settle import run_settle
 from runners.guidellm_report import report_parse
 from runners.install import env_python_resolve, guidellm_recipe, vllm_recipe
 from tests.factories import CommitFactory, RunFactory

@@ -3,8 +3,8 @@
 import pytest
 from django.test import Client
 
-from dashboard.benchmarks.demo import DEMO_SUITE, REGRESSION_PR, demo_load
-from dashboard.regressions.alerts import suite_detect_history
+from dashboard.demo.history import DEMO_SUITE, REGRESSION_PR, demo_load
+from dashboard.regressions.detect.alerts import suite_detect_history
 from dashboard.regressions.models import AlertGroup
 
 pytestmark = pytest.mark.django_db

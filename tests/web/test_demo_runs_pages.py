@@ -8,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.db.models import Max
 
-from dashboard.benchmarks.demo import DEMO_SUITE, demo_vllm_version
 from dashboard.benchmarks.models import Run, RunKind, Runner, RunStatus, Suite
+from dashboard.demo.history import DEMO_SUITE, demo_vllm_version
 from dashboard.web.run_pages import STAGES
 from runners.suites import suite_get
 

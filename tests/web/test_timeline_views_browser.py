@@ -7,8 +7,8 @@ from typing import cast
 import pytest
 from playwright.sync_api import Route
 
-from dashboard.benchmarks.demo import DEMO_SUITE, REGRESSION_PR
 from dashboard.benchmarks.models import Suite
+from dashboard.demo.history import DEMO_SUITE, REGRESSION_PR
 from tests.factories import run_with_values
 from tests.web import test_browser, test_triage_browser
 

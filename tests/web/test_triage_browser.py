@@ -24,15 +24,15 @@ PAGE_KINDS = {
     "web:suites",
     "web:suite-timeline",
     "web:commit",
-    "github:compare",
+    "web:compare",
     "web:runs",
     "web:run",
     "web:runners",
     "regressions:alerts",
     "regressions:alert-group",
-    "github:tracking-issues",
-    "github:tracking-issue",
-    "github:pull-request",
+    "web:tracking-issues",
+    "web:tracking-issue",
+    "web:pull-request",
 }
 CRAWL_LIMIT = 150  # pages: the crawl must find every kind well within this
 LINKS = "() => Array.from(document.querySelectorAll('main a[href], header a[href]')).map(a => a.href)"

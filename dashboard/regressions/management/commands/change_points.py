@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.regressions.detection import ChangePoint, change_point_kind, change_points_detect
+from dashboard.regressions.detect.detector import ChangePoint, change_point_kind, change_points_detect
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from dashboard.regressions.alerts import suite_detect_history
+from dashboard.regressions.sheriff.settle import history_settle
 
 
 class Command(BaseCommand):
@@ -23,7 +23,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        outcome = suite_detect_history(
+        outcome = history_settle(
             suite_name=options["suite"], hardware_class=options["hardware_class"], notify=options["notify"]
         )
         self.stdout.write(

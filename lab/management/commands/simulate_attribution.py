@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from dashboard.regressions.simulation import simulation_run
+from lab.simulation import simulation_run
 
 
 class Command(BaseCommand):

@@ -44,7 +44,7 @@ from dashboard.benchmarks.models import (
 )
 from dashboard.benchmarks.services import report_ingest, repository_default
 from dashboard.github.models import PullRequest, PullRequestState, TrackingIssue, TrackingIssueItem
-from dashboard.regressions.alerts import run_detect, suite_detect_history
+from dashboard.regressions.detect.alerts import run_detect, suite_detect_history
 from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind
 
 DATASET_VERSION = "1"
@@ -487,7 +487,7 @@ def _ingest_measure(*, say: Callable[[str], None]) -> dict[str, float]:
             )
             ingest.append(_ms(start))
             start = time.perf_counter()
-            run_detect(run_id=outcome.run.pk, notify=False, bisect=False)
+            run_detect(run_id=outcome.run.pk)
             detect.append(_ms(start))
         transaction.set_rollback(True)
     say(

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.regressions.attribution_evaluation import (
+from lab.attribution_evaluation import (
     attribution_score,
     history_generate,
     joint_attribute,

@@ -10,7 +10,6 @@ import numpy as np
 from dashboard.benchmarks.columns import commit_days, commit_positions, commits_facts, timeline_columns
 from dashboard.benchmarks.models import Suite
 from dashboard.github.selectors import Marker, PullDetail, timeline_markers
-from dashboard.github.timeline import markers_traces
 from dashboard.web.decimation import buckets_for
 from dashboard.web.figures import (
     CommitUrl,
@@ -22,6 +21,7 @@ from dashboard.web.figures import (
     series_thin,
     timeline_figure,
 )
+from dashboard.web.markers import markers_traces
 
 # The charts open on this many benchmarked commits either side of the merge.
 ZOOM_COMMITS = 8

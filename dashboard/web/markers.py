@@ -63,7 +63,7 @@ def tracking_toggles(
 
 
 def pull_page_url(number: int) -> str:
-    return reverse("github:pull-request", args=[number])
+    return reverse("web:pull-request", args=[number])
 
 
 def _hover(marker: Marker) -> str:

@@ -23,26 +23,31 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db import transaction
 from django.utils import timezone
 
-from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series, Suite
-from dashboard.benchmarks.runs import run_enqueue
-from dashboard.benchmarks.scheduling import runs_schedule
-from dashboard.benchmarks.statistics import change_estimate
-from dashboard.benchmarks.subjects import ChangeClass
-from dashboard.regressions.alerts import DetectionOutcome, _notify, run_detect
-from dashboard.regressions.bisection import group_bisect, groups_around
-from dashboard.regressions.budget import suite_budget_use
-from dashboard.regressions.models import (
-    Alert,
-    AlertGroup,
-    GroupState,
-    TriageEvent,
+from dashboard.benchmarks.models import (
+    Run,
+    RunKind,
+    RunStatus,
+    Series,
+    Suite,
 )
-from dashboard.regressions.selectors import PENDING_RUN_STATUSES, series_window
-from dashboard.regressions.thresholds import threshold_resolve, thresholds_for_suite
+from dashboard.benchmarks.runs import run_enqueue
+from dashboard.benchmarks.statistics import change_estimate
+from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
+from dashboard.regressions.detect.windows import series_window
+from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEvent
+from dashboard.regressions.notifications import notifications_schedule
+from dashboard.regressions.sheriff.budget import suite_budget_use
+from dashboard.regressions.sheriff.evidence import (
+    NOISE_FLOOR_LOG,
+    end_runs,
+    end_values,
+    kept_logs,
+    log_values,
+)
+from dashboard.regressions.sheriff.search import group_bisect
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +57,6 @@ CONFIRM_ALPHA = 0.01
 HOPELESS_P = 0.5
 # Rounds of repeats before a group that still cannot be told from noise is dismissed.
 MAX_ROUNDS = 2
-# No benchmark repeats better than this (log scale): a quieter estimate is an artefact of few points.
-NOISE_FLOOR_LOG = 0.001
-# A repeat further than this many noise scales from the median of its commit is a slow run, not data.
-OUTLIER_SIGMAS = 4.0
-# Bisection: odds at which a middle commit is put on the old or the new side of a change, and how many
-# runs of it may be asked for before giving up (the range then stays as wide as the evidence allows).
-BISECT_ODDS = 100.0
-BISECT_MAX_RUNS = 3
-UNFINISHED_OR_GOOD = (RunStatus.SUCCEEDED, *PENDING_RUN_STATUSES)
 
 
 # The test
@@ -92,26 +88,10 @@ class AlertVerdict:
         return (self.head_log - self.base_log) / se if se else 0.0
 
 
-def _logs(values: Iterable[float]) -> list[float]:
-    return [math.log(v) for v in values if v > 0]
-
-
-def _kept(logs: Sequence[float], sigma: float) -> list[float]:
-    """A commit's runs in log space without those far off the others (slow runs), given the noise."""
-    if len(logs) < 3:
-        return list(logs)
-    middle = statistics.median(logs)
-    return [v for v in logs if abs(v - middle) <= OUTLIER_SIGMAS * sigma] or list(logs)
-
-
-def _robust_mean(logs: Sequence[float], sigma: float) -> float:
-    return statistics.fmean(_kept(logs, sigma))
-
-
 def _series_noise_log(*, series: Series, commit_id: int) -> float:
     """Run-to-run noise of a series in log space: MAD of first differences around `commit_id`."""
     points = series_window(series=series, commit_id=commit_id, size=61).points
-    logs = _logs(point.value for point in points)
+    logs = log_values(point.value for point in points)
     diffs = [b - a for a, b in itertools.pairwise(logs)]
     if len(diffs) < 4:
         return 0.0
@@ -140,13 +120,13 @@ def change_verdict(
 ) -> tuple[float, float, float, float, bool, float, float, float]:
     """(change %, 95 % low, high, one-sided p, holds, sigma, base log level, head log level) of the runs
     at both ends; `direction` is the sign of the change detection saw."""
-    base, head = _logs(base_values), _logs(head_values)
+    base, head = log_values(base_values), log_values(head_values)
     if series_sigma_log > 0:
-        base, head = _kept(base, series_sigma_log), _kept(head, series_sigma_log)
+        base, head = kept_logs(base, series_sigma_log), kept_logs(head, series_sigma_log)
     pooled, freedom = _pooled_sigma([base, head])
     # The series' noise is the better estimate with few repeats; a larger spread among them wins.
     sigma = max(series_sigma_log, pooled if freedom >= 2 else 0.0, NOISE_FLOOR_LOG)
-    base, head = _kept(base, sigma), _kept(head, sigma)
+    base, head = kept_logs(base, sigma), kept_logs(head, sigma)
     estimate = change_estimate(
         before=[math.exp(v) for v in base],
         after=[math.exp(v) for v in head],
@@ -163,22 +143,14 @@ def change_verdict(
     return estimate.change_pct, low, high, p_value, holds, sigma, base_level, head_level
 
 
-def _end_values(*, series_id: int, commit_id: int) -> list[float]:
-    return list(
-        Measurement.objects.filter(
-            series_id=series_id, commit_id=commit_id, run__status=RunStatus.SUCCEEDED
-        ).values_list("value", flat=True)
-    )
-
-
 def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert]) -> list[AlertVerdict]:
     verdicts = []
     alpha = CONFIRM_ALPHA / max(len(alerts), 1)
     rows: dict[int, list] = {}
     for alert in alerts:
         series = alert.series
-        base_values = _end_values(series_id=series.pk, commit_id=group.base_commit_id)
-        head_values = _end_values(series_id=series.pk, commit_id=group.head_commit_id)
+        base_values = end_values(series_id=series.pk, commit_id=group.base_commit_id)
+        head_values = end_values(series_id=series.pk, commit_id=group.head_commit_id)
         if not base_values or not head_values or min(base_values + head_values) <= 0:
             continue
         if series.suite_id not in rows:
@@ -229,14 +201,6 @@ def _pairs(group: AlertGroup) -> list[tuple[Suite, str]]:
     )
     suites = Suite.objects.in_bulk([suite_id for suite_id, _ in pairs])
     return [(suites[suite_id], hardware) for suite_id, hardware in pairs]
-
-
-def _end_runs(*, commit_id: int, suite: Suite, hardware_class: str) -> list[Run]:
-    return list(
-        Run.objects.filter(
-            commit_id=commit_id, suite=suite, hardware_class=hardware_class, status__in=UNFINISHED_OR_GOOD
-        )
-    )
 
 
 def _repeats_count(*, commit_id: int, suite: Suite, hardware_class: str) -> int:
@@ -339,7 +303,7 @@ def group_judge(*, group_id: int) -> str:
     then bisected), dismissed, or another round of repeats. Returns the group's state afterwards."""
     state, follow_up = _judge(group_id=group_id)
     if follow_up == "confirmed":
-        _notify(DetectionOutcome(series_analysed=0, alerts_created=0, group_ids=frozenset({group_id})))
+        notifications_schedule(group_ids=[group_id])
         group_bisect(group_id=group_id)
     elif follow_up == "again":
         group_verify(group_id=group_id)
@@ -362,7 +326,7 @@ def _judge(*, group_id: int) -> tuple[str, str]:
         wanted = _repeats_wanted(group)
         for suite, hardware_class in _pairs(group):
             for commit_id in (group.base_commit_id, group.head_commit_id):
-                runs = _end_runs(commit_id=commit_id, suite=suite, hardware_class=hardware_class)
+                runs = end_runs(commit_id=commit_id, suite=suite, hardware_class=hardware_class)
                 if any(run.status != RunStatus.SUCCEEDED for run in runs):
                     return group.state, ""  # a repeat is still on its way
                 if _repeats_count(commit_id=commit_id, suite=suite, hardware_class=hardware_class) < wanted:
@@ -391,188 +355,3 @@ def _judge(*, group_id: int) -> tuple[str, str]:
         reason = f"dismissed: no change held on {rounds} round(s) of repeats (best p={best_p:.2g})"
         _state_set(group=group, state=GroupState.DISMISSED, evidence=evidence, reason=reason)
         return GroupState.DISMISSED, ""
-
-
-# Bisection with repeats
-
-
-def _bisection_reference(group: AlertGroup) -> dict[str, float] | None:
-    """The series that confirmed the group most clearly: its id and the levels on both sides."""
-    verdicts = [verdict for verdict in group.evidence.get("alerts", []) if verdict.get("holds")]
-    if not verdicts:
-        return None
-    best = max(verdicts, key=lambda v: abs(v["head_log"] - v["base_log"]) / max(v["sigma_log"], 1e-9))
-    series_id = Alert.objects.filter(pk=best["alert_id"]).values_list("series_id", flat=True).first()
-    if series_id is None:
-        return None
-    return {
-        "series_id": series_id,
-        "base_log": best["base_log"],
-        "head_log": best["head_log"],
-        "sigma_log": best["sigma_log"],
-    }
-
-
-def _narrow(*, group: AlertGroup, base: Commit, head: Commit, why: str) -> bool:
-    try:
-        with transaction.atomic():
-            narrowed = AlertGroup.objects.filter(
-                pk=group.pk, base_commit_id=group.base_commit_id, head_commit_id=group.head_commit_id
-            ).update(base_commit_id=base.pk, head_commit_id=head.pk, updated_at=timezone.now())
-    except IntegrityError:
-        return False  # another group holds that range: merging two groups is a person's call
-    if narrowed:
-        TriageEvent.objects.create(
-            group=group,
-            field="range",
-            old_value=f"{group.base_commit.short_sha}..{group.head_commit.short_sha}",
-            new_value=f"{base.short_sha}..{head.short_sha} ({why})",
-        )
-        group.base_commit, group.head_commit = base, head
-    return bool(narrowed)
-
-
-def _narrow_past_docs(group: AlertGroup) -> None:
-    """A range whose only commit that can change performance is its head names that commit."""
-    base, head = group.base_commit, group.head_commit
-    if base.position is None or head.position is None or head.position - base.position <= 1:
-        return
-    inside = Commit.objects.filter(
-        repository_id=head.repository_id, position__gt=base.position, position__lt=head.position
-    )
-    if inside.exclude(change_class=ChangeClass.DOCS_TESTS_CI).exists():
-        return
-    parent = Commit.objects.filter(repository_id=head.repository_id, position=head.position - 1).first()
-    if parent is not None:
-        _narrow(
-            group=group,
-            base=parent,
-            head=head,
-            why="the commits before the head touch only docs, tests or CI",
-        )
-
-
-def group_bisect_decide(*, group_id: int, commit_id: int) -> str:
-    """Put commit `commit_id`, run inside a confirmed group's range, on the old or the new side of the
-    change, from all its runs against the verified levels of both ends; ask for another run of it while
-    the odds are too even, and stop bisecting when repeats cannot tell. Returns what was done."""
-    with transaction.atomic():
-        group = (
-            AlertGroup.objects.select_for_update()
-            .filter(pk=group_id, state=GroupState.CONFIRMED)
-            .select_related("base_commit", "head_commit")
-            .first()
-        )
-        commit = Commit.objects.filter(pk=commit_id).first()
-        if group is None or commit is None or "bisection_stopped" in group.evidence:
-            return "nothing"
-        base, head = group.base_commit, group.head_commit
-        if None in (base.position, head.position, commit.position) or not (
-            base.position < commit.position < head.position  # type: ignore[operator]
-        ):
-            return "nothing"
-        reference = _bisection_reference(group)
-        if reference is None:
-            return "nothing"
-        series = Series.objects.select_related("suite").get(pk=int(reference["series_id"]))
-        runs = _end_runs(commit_id=commit.pk, suite=series.suite, hardware_class=series.hardware_class)
-        if not runs or any(run.status != RunStatus.SUCCEEDED for run in runs):
-            return "waiting"
-        logs = _logs(_end_values(series_id=series.pk, commit_id=commit.pk))
-        if not logs:
-            return "nothing"
-        sigma = reference["sigma_log"]
-        level = _robust_mean(logs, sigma)
-        # Log-odds of "as before the change" over "as after it", from n runs of known noise.
-        log_odds = (
-            len(logs)
-            * ((level - reference["head_log"]) ** 2 - (level - reference["base_log"]) ** 2)
-            / (2 * sigma**2)
-        )
-        if abs(log_odds) < math.log(BISECT_ODDS):
-            if len(runs) < BISECT_MAX_RUNS and suite_budget_use(suite=series.suite).allows_another:
-                run_enqueue(
-                    commit=commit,
-                    suite=series.suite,
-                    hardware_class=series.hardware_class,
-                    forced=True,
-                    kind=RunKind.BISECTION,
-                )
-                return "repeat"
-            AlertGroup.objects.filter(pk=group.pk).update(
-                evidence={**group.evidence, "bisection_stopped": commit.sha}
-            )
-            TriageEvent.objects.create(
-                group=group,
-                field="bisection",
-                new_value=f"stopped: {len(runs)} runs of {commit.short_sha} lie between both sides",
-            )
-            return "stopped"
-        if log_odds > 0:
-            done = _narrow(group=group, base=commit, head=head, why=f"{commit.short_sha} measures as before")
-        else:
-            done = _narrow(group=group, base=base, head=commit, why=f"{commit.short_sha} measures as after")
-        if done:
-            _narrow_past_docs(group)
-        return "narrowed" if done else "nothing"
-
-
-def run_settle(*, run_id: int) -> DetectionOutcome:
-    """Everything a stored run sets off: detection around its commit, verification of the groups it found,
-    the verdicts it completes, the next bisection runs, and the suite's next runs."""
-    outcome = run_detect(run_id=run_id, bisect=False)
-    groups_verify(group_ids=outcome.group_ids)
-    touched = run_verdicts(run_id=run_id)
-    # Only once the run has been placed does the next middle commit follow from the narrowed range.
-    run = Run.objects.select_related("suite").get(pk=run_id)
-    for group_id in sorted(set(touched) | set(groups_around(commit_id=run.commit_id))):
-        group_bisect(group_id=group_id)
-    # The node that ran it takes its next run now rather than at the scheduler's next beat.
-    if run.source == Run.Source.RUNNER and run.suite.install_settings.get("method") != "pypi_release":
-        runs_schedule(suite=run.suite, hardware_class=run.hardware_class)
-    return outcome
-
-
-def run_verdicts(*, run_id: int) -> list[int]:
-    """After a run is stored: judge the suspected groups it ends, and place it in the confirmed ranges it
-    lies inside. Returns the groups it touched."""
-    run = (
-        Run.objects.filter(pk=run_id, status=RunStatus.SUCCEEDED)
-        .values("commit_id", "commit__position", "suite_id", "hardware_class")
-        .first()
-    )
-    if run is None:
-        return []
-    touching = Alert.objects.filter(
-        series__suite_id=run["suite_id"], series__hardware_class=run["hardware_class"]
-    )
-    groups = AlertGroup.objects.filter(pk__in=touching.values("group_id"))
-    ends = list(
-        groups.filter(state=GroupState.SUSPECTED)
-        .filter(Q(base_commit_id=run["commit_id"]) | Q(head_commit_id=run["commit_id"]))
-        .values_list("pk", flat=True)
-    )
-    for group_id in ends:
-        group_judge(group_id=group_id)
-    inside: list[int] = []
-    if run["commit__position"] is not None:
-        inside = list(
-            groups.filter(
-                state=GroupState.CONFIRMED,
-                base_commit__position__lt=run["commit__position"],
-                head_commit__position__gt=run["commit__position"],
-            ).values_list("pk", flat=True)
-        )
-        for group_id in inside:
-            group_bisect_decide(group_id=group_id, commit_id=run["commit_id"])
-    return sorted(set(ends) | set(inside))
-
-
-def groups_verify_pending() -> list[Run]:
-    """Safety net: queue what suspected groups still lack (a budget that refilled, a failed repeat) and
-    judge those whose repeats are all in (a lost message)."""
-    queued: list[Run] = []
-    for group_id in AlertGroup.objects.filter(state=GroupState.SUSPECTED).values_list("pk", flat=True):
-        queued.extend(group_verify(group_id=group_id))
-        group_judge(group_id=group_id)
-    return queued

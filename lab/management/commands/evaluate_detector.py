@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.regressions.evaluation import detector_evaluate, labelled_series_generate, report_format
+from lab.evaluation import detector_evaluate, labelled_series_generate, report_format
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from dashboard.benchmarks.demo import DemoAlreadyLoaded, demo_load
+from dashboard.demo.history import DemoAlreadyLoaded, demo_load
 
 
 class Command(BaseCommand):

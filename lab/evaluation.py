@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dashboard.regressions.detection import change_points_detect
+from dashboard.regressions.detect.detector import change_points_detect
 
 FloatArray = npt.NDArray[np.float64]
 Detect = Callable[[FloatArray], list[int]]

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.github.demo import DemoCommitsMissing, demo_github_load
+from dashboard.demo.github import DemoCommitsMissing, demo_github_load
 
 
 class Command(BaseCommand):

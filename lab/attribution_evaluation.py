@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dashboard.regressions.attribution import SeriesHistory, changes_locate
-from dashboard.regressions.detection import change_points_detect
+from dashboard.regressions.detect.attribution import SeriesHistory, changes_locate
+from dashboard.regressions.detect.detector import change_points_detect
 
 CONCURRENCIES = (1, 4, 16)
 # metric -> whether higher values are better

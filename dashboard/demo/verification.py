@@ -13,12 +13,12 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 
-from dashboard.benchmarks.demo import demo_run_create
 from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus, metric_higher_is_better
 from dashboard.benchmarks.services import run_results_store
+from dashboard.demo.history import demo_run_create
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState
 from dashboard.regressions.selectors import group_range_commits
-from dashboard.regressions.verdicts import group_judge
+from dashboard.regressions.sheriff.verdicts import group_judge
 from runners.guidellm_report import GuidellmReport, LevelResult
 
 RUN_TO_RUN_NOISE = 0.01  # the demo's repeats differ by about 1 % from run to run

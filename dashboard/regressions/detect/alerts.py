@@ -20,9 +20,16 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series
-from dashboard.regressions.alert_groups import AlertValues, alerts_store
-from dashboard.regressions.attribution import LocatedChange, SeriesHistory, changes_locate
-from dashboard.regressions.bisection import group_bisect, groups_around
+from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store
+from dashboard.regressions.detect.attribution import LocatedChange, SeriesHistory, changes_locate
+from dashboard.regressions.detect.thresholds import Threshold, threshold_resolve, thresholds_for_suite
+from dashboard.regressions.detect.windows import (
+    CommitWindow,
+    WindowCommit,
+    WindowValues,
+    commit_window,
+    window_values,
+)
 from dashboard.regressions.models import (
     AlertGroup,
     AlertKind,
@@ -31,15 +38,6 @@ from dashboard.regressions.models import (
     GroupState,
     TriageEvent,
 )
-from dashboard.regressions.notifications import notifications_schedule
-from dashboard.regressions.selectors import (
-    CommitWindow,
-    WindowCommit,
-    WindowValues,
-    commit_window,
-    window_values,
-)
-from dashboard.regressions.thresholds import Threshold, threshold_resolve, thresholds_for_suite
 
 logger = logging.getLogger(__name__)
 
@@ -380,31 +378,17 @@ def _all_commits(*, suite_id: int, hardware_class: str) -> tuple[WindowCommit, .
     return commit_window(suite_id=suite_id, hardware_class=hardware_class, size=2**31 - 2).commits
 
 
-def _notify(outcome: DetectionOutcome) -> None:
-    """Tell about the confirmed groups among those found; a new group is suspected until its repeats
-    (`verdicts`) confirm it."""
-    if outcome.group_ids:
-        notifications_schedule(group_ids=sorted(outcome.group_ids))
-
-
-def run_detect(*, run_id: int, notify: bool = True, bisect: bool = True) -> DetectionOutcome:
-    """Detect changes in every series a succeeded run touched, around the run's commit; then bisect the
-    confirmed groups this run created or measured inside, so a culprit range keeps halving run after run."""
+def run_detect(*, run_id: int) -> DetectionOutcome:
+    """Detect changes in every series a succeeded run touched, around the run's commit."""
     run = Run.objects.filter(pk=run_id, status=RunStatus.SUCCEEDED).values("commit_id").first()
     if run is None:
         return NOTHING
     series_ids = sorted(set(Measurement.objects.filter(run_id=run_id).values_list("series_id", flat=True)))
-    outcome = series_detect(series_ids=series_ids, commit_id=run["commit_id"])
-    if notify:
-        _notify(outcome)
-    if bisect:
-        for group_id in sorted(outcome.group_ids | set(groups_around(commit_id=run["commit_id"]))):
-            group_bisect(group_id=group_id)
-    return outcome
+    return series_detect(series_ids=series_ids, commit_id=run["commit_id"])
 
 
 def suite_detect_history(
-    *, suite_name: str | None = None, hardware_class: str | None = None, notify: bool = False
+    *, suite_name: str | None = None, hardware_class: str | None = None
 ) -> DetectionOutcome:
     """Detect changes over the whole history of every suite and hardware class (or of one)."""
     series = Series.objects.all()
@@ -415,8 +399,6 @@ def suite_detect_history(
     outcome = NOTHING
     for suite_id, series_hardware in sorted(set(series.values_list("suite_id", "hardware_class"))):
         outcome += pair_detect_history(suite_id=suite_id, hardware_class=series_hardware)
-    if notify:
-        _notify(outcome)
     return outcome
 
 
@@ -434,5 +416,4 @@ def runs_detect_recent(*, since: datetime) -> DetectionOutcome:
             "pk", flat=True
         )
         outcome += series_detect(series_ids=list(series_ids))
-    _notify(outcome)
     return outcome

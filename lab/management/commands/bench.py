@@ -1,4 +1,4 @@
-"""`python manage.py bench`: build the year-scale dataset once, then measure (see dashboard.web.bench)."""
+"""`python manage.py bench`: build the year-scale dataset once, then measure (see lab.bench)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from dashboard.web import bench
+from lab import bench
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from dashboard.regressions.demo_verification import demo_groups_verify
+from dashboard.demo.verification import demo_groups_verify
 
 
 class Command(BaseCommand):

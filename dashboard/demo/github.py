@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.benchmarks.demo import OPEN_TRACKING_PR, TRACKING_PRS
 from dashboard.benchmarks.models import Commit
 from dashboard.benchmarks.services import repository_default
 from dashboard.benchmarks.subjects import subject_reverted_pr
+from dashboard.demo.history import OPEN_TRACKING_PR, TRACKING_PRS
 from dashboard.github.models import CommitRevert, PullRequest, PullRequestState, Tag
 from dashboard.github.tracking import tracking_issue_parse
 from dashboard.github.tracking_issues import tracking_issue_add, tracking_issue_items_apply

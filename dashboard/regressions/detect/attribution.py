@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dashboard.benchmarks.statistics import NoiseEstimate, change_estimate, noise_from_values
-from dashboard.regressions.detection import change_points_detect
+from dashboard.regressions.detect.detector import change_points_detect
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]

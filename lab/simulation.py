@@ -280,7 +280,7 @@ def simulation_run(
     from dashboard.benchmarks.runs import run_claim
     from dashboard.benchmarks.scheduling import runs_schedule_all
     from dashboard.benchmarks.services import repository_default, run_complete
-    from dashboard.regressions.verdicts import groups_verify_pending, run_settle
+    from dashboard.regressions.sheriff.settle import groups_verify_pending, run_settle
 
     started = time.monotonic()
     world = world_generate(seed=seed, days=days, suites=suites)

@@ -1,0 +1,80 @@
+"""A PR's page (its impact and the charts zoomed around its merge) and its chart figures."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET
+
+from dashboard.benchmarks import selectors as benchmark_selectors
+from dashboard.benchmarks.metrics import metric_display
+from dashboard.benchmarks.models import HEADLINE_METRICS
+from dashboard.github import selectors
+from dashboard.web.impact_tables import impact_rows
+from dashboard.web.markers import tracking_query_pairs, tracking_selection_parse
+from dashboard.web.pages import not_found
+from dashboard.web.pull_figures import pull_request_figure as pull_request_figure_build
+from dashboard.web.tables import HEADLINE_DISPLAYS
+from dashboard.web.views import commit_url_builder
+
+
+@require_GET
+def pull_request(request: HttpRequest, number: int) -> HttpResponse:
+    detail = selectors.pull_request_detail(number=number)
+    if detail is None:
+        return not_found(
+            request, f"PR #{number} is in no tracking issue and no synced commit on main names it."
+        )
+    scope_options = [f"{impact.suite}/{impact.hardware_class}" for impact in detail.impacts]
+    scope = request.GET.get("scope", "")
+    scope = scope if scope in scope_options else (scope_options[0] if scope_options else "")
+    charts = []
+    if scope:
+        suite, hardware = scope.split("/", 1)
+        selection = tracking_selection_parse(query=request.GET)
+        query = urlencode([("hardware", hardware), *tracking_query_pairs(selection=selection)])
+        charts = [
+            {
+                "display": metric_display(metric=metric),
+                "figure_url": reverse("web:pull-request-figure", args=[number, suite, metric]) + f"?{query}",
+            }
+            for metric in HEADLINE_METRICS
+        ]
+    return render(
+        request,
+        "github/pull_request.html",
+        {
+            "detail": detail,
+            "pull": detail.pull,
+            "rows": impact_rows(impacts=detail.impacts),
+            "headline": HEADLINE_DISPLAYS,
+            "scope": scope,
+            "scope_options": scope_options,
+            "charts": charts,
+            # The chosen suite's before and after the merge, side by side.
+            "compare": next(
+                (impact for impact in detail.impacts if f"{impact.suite}/{impact.hardware_class}" == scope),
+                None,
+            ),
+        },
+    )
+
+
+@require_GET
+def pull_request_figure(request: HttpRequest, number: int, suite: str, metric: str) -> HttpResponse:
+    """A timeline of ``suite`` zoomed around the PR's merge, its marker highlighted."""
+    suite_row = benchmark_selectors.suite_get(name=suite)
+    detail = selectors.pull_request_detail(number=number)
+    if suite_row is None or detail is None:
+        return JsonResponse({"error": f"unknown suite {suite!r} or PR #{number}"}, status=404)
+    figure = pull_request_figure_build(
+        detail=detail,
+        suite=suite_row,
+        hardware_class=request.GET.get("hardware", "").strip() or suite_row.hardware_class,
+        metric=metric,
+        tracking=tracking_selection_parse(query=request.GET),
+        commit_url=commit_url_builder(),
+    )
+    return JsonResponse(figure)
