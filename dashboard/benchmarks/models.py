@@ -10,7 +10,9 @@ from django.db import models
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
+from dashboard.benchmarks.direction import metric_higher_is_better
 from runners.stages import STAGE_BENCHMARKING, STAGE_INSTALLING, STAGE_STARTING_SERVER, STAGE_STORING
+from runners.suites import InstallMethod
 
 HEADLINE_METRICS: tuple[str, ...] = (
     "output_throughput_tok_s",
@@ -19,19 +21,6 @@ HEADLINE_METRICS: tuple[str, ...] = (
     "itl_ms_mean",
     "tpot_ms_mean",
 )
-HIGHER_IS_BETTER_PREFIXES: tuple[str, ...] = (
-    "output_throughput",
-    "request_throughput",
-    "requests_successful",
-    "capacity_",
-    "goodput_",
-    "slo_attainment",
-    "accuracy_",
-)
-
-
-def metric_higher_is_better(metric: str) -> bool:
-    return metric.startswith(HIGHER_IS_BETTER_PREFIXES)
 
 
 # Built-in minimum relative changes by metric prefix; None leaves the metric out of detection. A
@@ -173,6 +162,19 @@ class Suite(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def install_method(self) -> InstallMethod | None:
+        """How the suite installs vLLM; None for a suite stored without install settings."""
+        try:
+            return InstallMethod(self.install_settings.get("method"))
+        except ValueError:
+            return None
+
+    @property
+    def installs_releases(self) -> bool:
+        """A release suite installs versions, not commits: it cannot bisect or follow main."""
+        return self.install_method == InstallMethod.PYPI_RELEASE
 
 
 class Runner(models.Model):

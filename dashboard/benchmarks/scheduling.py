@@ -7,7 +7,6 @@ import re
 from dashboard.benchmarks.models import Commit, Run, RunKind, RunStatus, Suite
 from dashboard.benchmarks.runs import run_enqueue
 from dashboard.benchmarks.subjects import ChangeClass
-from runners.suites import InstallMethod
 
 
 def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_depth: int = 1) -> list[Run]:
@@ -63,7 +62,7 @@ def runs_enqueue_versions(*, suite: Suite, versions: list[str], release_commits:
     """Queue one forced run per released version, attached to the release's commit."""
     from dashboard.benchmarks.services import commit_ensure
 
-    if suite.install_settings.get("method") != InstallMethod.PYPI_RELEASE:
+    if not suite.installs_releases:
         raise VersionUnknown(
             f"suite {suite.name} installs by {suite.install_settings.get('method')}, not releases"
         )
@@ -93,7 +92,7 @@ def runs_schedule_all() -> list[Run]:
     """One scheduling pass over every active suite whose install method follows main's commits."""
     queued: list[Run] = []
     for suite in Suite.objects.filter(is_active=True):
-        if suite.install_settings.get("method") == InstallMethod.PYPI_RELEASE:
+        if suite.installs_releases:
             continue  # release suites run what benchmark_versions asks for, not every commit
         queued.extend(runs_schedule(suite=suite))
     return queued

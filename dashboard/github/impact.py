@@ -13,6 +13,7 @@ from django.db.models import Count, Max, Q
 
 from dashboard.benchmarks.compare import change_pct
 from dashboard.benchmarks.comparison import ScopeStatistics
+from dashboard.benchmarks.direction import improvement_pct
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     Commit,
@@ -20,7 +21,6 @@ from dashboard.benchmarks.models import (
     Run,
     RunStatus,
     Suite,
-    metric_higher_is_better,
 )
 from dashboard.benchmarks.selectors import scopes_condition, series_noises
 from dashboard.benchmarks.statistics import ChangeEstimate
@@ -97,7 +97,7 @@ def metric_change(*, metric: str, estimate: ChangeEstimate) -> MetricChange:
     """The change of `metric` as pages print it: the medians of the runs on each side, the change between
     them, and its uncertainty against the series' run-to-run noise."""
     change = change_pct(base=estimate.before, head=estimate.after)
-    improvement = None if change is None else (change if metric_higher_is_better(metric) else -change)
+    improvement = None if change is None else improvement_pct(metric=metric, change_pct=change)
     return MetricChange(
         metric=metric,
         before=estimate.before,

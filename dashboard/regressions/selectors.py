@@ -1,7 +1,6 @@
-"""Reads: series windows for detection and charts, alert lists, a group's page, precision, markers.
+"""Reads for the alert pages: alert lists, a group's page, its chart points, precision, triage history.
 
-Over 400 lines on purpose: every read of alerts and their series is here, each page's one query set
-beside the others, so the query-count tests of the alert pages pin one module.
+The detector's window reads are `detect/windows.py`; timeline markers are `timeline.py`.
 """
 
 from __future__ import annotations
@@ -12,8 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from django.db.models import Count, F, Max, Min, Prefetch, Q, QuerySet
-from django.urls import reverse
+from django.db.models import Count, F, Prefetch, Q, QuerySet
 from django.utils.text import capfirst
 
 from dashboard.benchmarks.models import (
@@ -21,7 +19,6 @@ from dashboard.benchmarks.models import (
     PENDING_RUN_STATUSES,
     Commit,
     Run,
-    Suite,
 )
 from dashboard.github.models import CommitRevert, PullRequest
 from dashboard.regressions.detect.windows import series_window
@@ -444,58 +441,6 @@ def detector_precision() -> list[PrecisionRow]:
     return [
         PrecisionRow(suite, metric, detected, decided, false_positives, missed)
         for (suite, metric), (detected, decided, false_positives, missed) in sorted(counts.items())
-    ]
-
-
-@dataclass(frozen=True)
-class AlertMarker:
-    """Where a timeline draws an alert: at the head commit of its range; clicking opens `url`."""
-
-    commit_sha: str
-    group_id: int
-    kind: str
-    url: str
-    position: int | None = None
-    label: str = ""
-    moved_up: bool = True  # which way the (largest) change of the charted metric went
-    pr_number: int | None = None  # of the head commit: the chart labels the marker with it
-
-
-def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = None) -> list[AlertMarker]:
-    """Markers for the alert groups touching a suite on a hardware class (and `metric`, when given), oldest
-    first; false positives (`invalid`) are left out. One query."""
-    alerts = Alert.objects.filter(series__suite=suite, series__hardware_class=hardware_class)
-    if metric:
-        alerts = alerts.filter(series__metric=metric)
-    charted = Q(alerts__pk__in=alerts.values("pk"))
-    groups = (
-        AlertGroup.objects.filter(pk__in=alerts.values("group_id"))
-        .exclude(status=TriageStatus.INVALID)
-        .annotate(
-            largest_rise=Max("alerts__change_pct", filter=charted),
-            largest_fall=Min("alerts__change_pct", filter=charted),
-        )
-        .select_related("head_commit")
-        .order_by(F("head_commit__position").asc(nulls_last=True), "pk")
-    )
-    return [
-        AlertMarker(
-            commit_sha=group.head_commit.sha,
-            group_id=group.pk,
-            kind=group.kind,
-            url=reverse("regressions:alert-group", args=[group.pk]),
-            position=group.head_commit.position,
-            label=f"{group.get_kind_display().capitalize()}: up to {group.magnitude_pct:.1f} % "
-            f"({group.get_status_display()})"
-            + (
-                f"<br>PR #{group.head_commit.pr_number} {group.head_commit.subject}"
-                if group.head_commit.pr_number
-                else ""
-            ),
-            moved_up=max(group.largest_rise or 0.0, group.largest_fall or 0.0, key=abs) >= 0,
-            pr_number=group.head_commit.pr_number,
-        )
-        for group in groups
     ]
 
 

@@ -1,11 +1,70 @@
-"""Alert markers on a timeline figure: one symbol per alert group at the head of its culprit range."""
+"""Alert markers on a timeline figure: one symbol per alert group at the head of its culprit range, read
+in one query and drawn as one trace."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from dashboard.regressions.selectors import AlertMarker
+from django.db.models import F, Max, Min, Q
+from django.urls import reverse
+
+from dashboard.benchmarks.models import Suite
+from dashboard.regressions.models import Alert, AlertGroup, TriageStatus
+
+
+@dataclass(frozen=True)
+class AlertMarker:
+    """Where a timeline draws an alert: at the head commit of its range; clicking opens `url`."""
+
+    commit_sha: str
+    group_id: int
+    kind: str
+    url: str
+    position: int | None = None
+    label: str = ""
+    moved_up: bool = True  # which way the (largest) change of the charted metric went
+    pr_number: int | None = None  # of the head commit: the chart labels the marker with it
+
+
+def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = None) -> list[AlertMarker]:
+    """Markers for the alert groups touching a suite on a hardware class (and `metric`, when given), oldest
+    first; false positives (`invalid`) are left out. One query."""
+    alerts = Alert.objects.filter(series__suite=suite, series__hardware_class=hardware_class)
+    if metric:
+        alerts = alerts.filter(series__metric=metric)
+    charted = Q(alerts__pk__in=alerts.values("pk"))
+    groups = (
+        AlertGroup.objects.filter(pk__in=alerts.values("group_id"))
+        .exclude(status=TriageStatus.INVALID)
+        .annotate(
+            largest_rise=Max("alerts__change_pct", filter=charted),
+            largest_fall=Min("alerts__change_pct", filter=charted),
+        )
+        .select_related("head_commit")
+        .order_by(F("head_commit__position").asc(nulls_last=True), "pk")
+    )
+    return [
+        AlertMarker(
+            commit_sha=group.head_commit.sha,
+            group_id=group.pk,
+            kind=group.kind,
+            url=reverse("regressions:alert-group", args=[group.pk]),
+            position=group.head_commit.position,
+            label=f"{group.get_kind_display().capitalize()}: up to {group.magnitude_pct:.1f} % "
+            f"({group.get_status_display()})"
+            + (
+                f"<br>PR #{group.head_commit.pr_number} {group.head_commit.subject}"
+                if group.head_commit.pr_number
+                else ""
+            ),
+            moved_up=max(group.largest_rise or 0.0, group.largest_fall or 0.0, key=abs) >= 0,
+            pr_number=group.head_commit.pr_number,
+        )
+        for group in groups
+    ]
+
 
 KIND_COLORS = {"regression": "#dc2626", "improvement": "#16a34a", "trade_off": "#d97706"}
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from django.utils.http import urlencode
 
+from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.benchmarks.selectors import MeasurementRow, SparklineSeries, SuiteOverview
@@ -152,7 +153,9 @@ def _sparkline(series: SparklineSeries | None, element_id: str) -> Sparkline | N
         caption=f"{display.short_label.split(' ')[0]} at c={series.concurrency}, "
         f"last {len(series.values)} benchmarked commits",
         change_text=f"{change:+.1f} %",
-        change_is_good=None if abs(change) < 0.05 else (change > 0) == display.higher_is_better,
+        change_is_good=None
+        if abs(change) < 0.05
+        else change_kind(metric=series.metric, change_pct=change) == "improvement",
     )
 
 

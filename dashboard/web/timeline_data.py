@@ -17,8 +17,7 @@ from dashboard.benchmarks.models import Run, RunStatus, Suite
 from dashboard.github.models import Tag, TrackingIssue, TrackingIssueItem
 from dashboard.github.selectors import timeline_markers
 from dashboard.regressions.models import AlertGroup
-from dashboard.regressions.selectors import alert_markers
-from dashboard.regressions.timeline import alert_markers_traces
+from dashboard.regressions.timeline import alert_markers, alert_markers_traces
 from dashboard.web.decimation import buckets_for
 from dashboard.web.figures import (
     CommitUrl,

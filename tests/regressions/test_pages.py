@@ -13,7 +13,7 @@ from dashboard.github.models import PullRequest
 from dashboard.regressions.detect.alert_groups import alert_upsert
 from dashboard.regressions.detect.alerts import suite_detect_history
 from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind, GroupState, TriageStatus
-from dashboard.regressions.selectors import alert_markers
+from dashboard.regressions.timeline import alert_markers
 from tests.factories import CommitFactory, SeriesFactory
 from tests.regressions.conftest import suite_create
 from tests.regressions.test_alerts import THROUGHPUT, TTFT, step

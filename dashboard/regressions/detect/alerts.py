@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series
 from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store
 from dashboard.regressions.detect.attribution import LocatedChange, SeriesHistory, changes_locate
@@ -274,7 +275,7 @@ def _window_analyse(
 
 
 def _alert_kind(*, series: Series, change_pct: float) -> str:
-    return AlertKind.IMPROVEMENT if (change_pct > 0) == series.higher_is_better else AlertKind.REGRESSION
+    return AlertKind(change_kind(metric=series.metric, change_pct=change_pct))
 
 
 def series_lock() -> QuerySet[Series]:

@@ -30,6 +30,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from dashboard.benchmarks.direction import kind_for
+
 FloatArray = npt.NDArray[np.float64]
 
 MIN_SEGMENT = 3
@@ -115,7 +117,7 @@ def change_points_detect(
 
 def change_point_kind(*, change: ChangePoint, higher_is_better: bool) -> Literal["regression", "improvement"]:
     """Whether a change made the metric better or worse, given which way is better for it."""
-    return "improvement" if (change.change_pct > 0) == higher_is_better else "regression"
+    return kind_for(change_pct=change.change_pct, higher_is_better=higher_is_better)
 
 
 def _noise_scale(*, signal: FloatArray) -> float:

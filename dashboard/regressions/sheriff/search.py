@@ -32,7 +32,6 @@ from dashboard.regressions.sheriff.evidence import (
     log_values,
     robust_mean,
 )
-from runners.suites import InstallMethod
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +115,7 @@ def group_bisect(*, group_id: int) -> list[Run]:
         suites = Suite.objects.in_bulk([suite_id for suite_id, _ in pairs])
         for suite_id, hardware_class in pairs:
             suite = suites[suite_id]
-            if suite.install_settings.get("method") == InstallMethod.PYPI_RELEASE:
+            if suite.installs_releases:
                 continue
             commit = _bisection_commit(inside=inside, suite=suite, hardware_class=hardware_class)
             if commit is None:

@@ -39,7 +39,7 @@ def run_settle(*, run_id: int) -> DetectionOutcome:
     for group_id in sorted(set(touched) | set(groups_around(commit_id=run.commit_id))):
         group_bisect(group_id=group_id)
     # The node that ran it takes its next run now rather than at the scheduler's next beat.
-    if run.source == Run.Source.RUNNER and run.suite.install_settings.get("method") != "pypi_release":
+    if run.source == Run.Source.RUNNER and not run.suite.installs_releases:
         runs_schedule(suite=run.suite, hardware_class=run.hardware_class)
     return outcome
 

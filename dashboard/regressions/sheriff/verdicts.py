@@ -251,7 +251,7 @@ def group_verify(*, group_id: int) -> list[Run]:
             for commit in (group.base_commit, group.head_commit):
                 done = _repeats_count(commit_id=commit.pk, suite=suite, hardware_class=hardware_class)
                 version = ""
-                if suite.install_settings.get("method") == "pypi_release":
+                if suite.installs_releases:
                     version = _release_version(
                         commit_id=commit.pk, suite=suite, hardware_class=hardware_class
                     )

@@ -1,0 +1,37 @@
+"""Which way is better for a metric, and whether a change of it is an improvement or a regression: the one
+rule that detection, alerts, compare, PR impact and every page use. No Django here."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+ChangeKind = Literal["improvement", "regression"]
+
+HIGHER_IS_BETTER_PREFIXES: tuple[str, ...] = (
+    "output_throughput",
+    "request_throughput",
+    "requests_successful",
+    "capacity_",
+    "goodput_",
+    "slo_attainment",
+    "accuracy_",
+)
+
+
+def metric_higher_is_better(metric: str) -> bool:
+    return metric.startswith(HIGHER_IS_BETTER_PREFIXES)
+
+
+def kind_for(*, change_pct: float, higher_is_better: bool) -> ChangeKind:
+    """A change is an improvement when it moves the metric the way that is better for it."""
+    return "improvement" if (change_pct > 0) == higher_is_better else "regression"
+
+
+def change_kind(*, metric: str, change_pct: float) -> ChangeKind:
+    """Whether a change of `metric` by `change_pct` made it better or worse."""
+    return kind_for(change_pct=change_pct, higher_is_better=metric_higher_is_better(metric))
+
+
+def improvement_pct(*, metric: str, change_pct: float) -> float:
+    """The change signed so that positive is better, whichever way the metric is better."""
+    return change_pct if metric_higher_is_better(metric) else -change_pct
