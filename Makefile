@@ -26,11 +26,12 @@ PLOTLY_BUNDLE_VERSION := 4.1.1
 PLOTLY_BUNDLE_SHA256 := 79542150855a52c567260e3137095dbe2b744e6d702a5cabe67da246942fba7a
 PLOTLY_BUNDLE_DIR := dashboard/web/static/vendor/plotly
 
-.PHONY: help demo test bench lint services browser clean simulate plotly-bundle
+.PHONY: help demo test test-fast bench lint services browser clean simulate plotly-bundle
 
 help:
 	@echo "make demo   serve the dashboard with demo data at http://$(HOST):$(PORT) (SQLite, no services)"
 	@echo "make test   lint, type-check and run every test (starts PostgreSQL and Redis if needed)"
+	@echo "make test-fast   the edit loop: every test but the end-to-end and browser ones, no lint"
 	@echo "make simulate   benchmark the verdict loop on a simulated vLLM (SEED=, DAYS=, SUITES=)"
 	@echo "make bench      build a year of history in PostgreSQL (once) and measure pages, ingest and detection"
 	@echo "make plotly-bundle   fetch the vendored plotly.js bundle again from npm and check its sha256"
@@ -79,7 +80,13 @@ lint: $(BIN)/.installed
 	$(BIN)/lint-imports
 
 test: $(BIN)/.installed services browser lint
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -p no:cacheprovider -ra
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -p no:cacheprovider -ra \
+		--durations=25
+
+# No real vLLM, no browser: what an edit of the apps needs checked in a few minutes.
+test-fast: $(BIN)/.installed services
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -p no:cacheprovider -ra \
+		-m "not e2e and not browser" $(ARGS)
 
 simulate: $(BIN)/.installed
 	DATABASE_URL=sqlite:///:memory: $(BIN)/python manage.py simulate_attribution \

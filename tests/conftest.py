@@ -1,6 +1,7 @@
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from pytest_django.live_server_helper import LiveServer
@@ -158,3 +159,43 @@ def _empty_cache() -> None:
     from django.core.cache import cache
 
     cache.clear()
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One message the apps asked the broker door to send."""
+
+    name: str
+    args: tuple[Any, ...]
+    options: dict[str, Any]
+
+
+@dataclass
+class DispatchLog:
+    """What went out through `dashboard.dispatch`, in order; `runs` are the runs sent to a node's queue."""
+
+    sent: list[Sent] = field(default_factory=list)
+    runs: list[int] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return [message.name for message in self.sent]
+
+
+@pytest.fixture
+def dispatched(monkeypatch: pytest.MonkeyPatch) -> DispatchLog:
+    """Every send through the broker door, recorded where it is asked for. A run's message to a GPU node
+    stops here (there is no node to take it); control messages go on as they would."""
+    from dashboard import dispatch
+
+    log = DispatchLog()
+    send = dispatch._after_commit
+
+    def capture(name: str, *args: Any, tolerant: bool = False, **options: Any) -> str:
+        log.sent.append(Sent(name=name, args=args, options=options))
+        if name == dispatch.RUN_EXECUTE:
+            log.runs.append(args[0])
+            return name
+        return send(name, *args, tolerant=tolerant, **options)
+
+    monkeypatch.setattr(dispatch, "_after_commit", capture)
+    return log

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_failed_runs_page_and_reproduce_script_reproduce_it(
-    tmp_path, cache_with_real_guidellm, monkeypatch, settings
+    tmp_path, cache_with_real_guidellm, monkeypatch, settings, dispatched
 ) -> None:
     suite_spec = suite_get(name="tiny-llama-cpu")
     monkeypatch.setenv("FAKE_VLLM_COMPLETIONS", "fail_streams")
@@ -49,7 +49,6 @@ def test_a_failed_runs_page_and_reproduce_script_reproduce_it(
     failure = raised.value
     assert failure.server_errors and failure.raw_report  # guidellm wrote a report of failed requests
 
-    monkeypatch.setattr(run_lifecycle, "_dispatch", lambda run: None)
     call_command("load_suites")
     suite = Suite.objects.get(name="tiny-llama-cpu")
     run = run_lifecycle.run_enqueue(commit=cast(Commit, CommitFactory(sha=SHA)), suite=suite)

@@ -22,10 +22,9 @@ URL = "/api/runner/runs/{run}/{action}/"
 
 
 @pytest.fixture
-def tiny_run(monkeypatch) -> Run:
+def tiny_run(dispatched) -> Run:
     from django.core.management import call_command
 
-    monkeypatch.setattr(run_lifecycle, "_dispatch", lambda run: None)
     call_command("load_suites")
     # The recorded report measured levels 1, 2 and 4.
     Suite.objects.filter(name="tiny-llama-cpu").update(concurrencies=[1, 2, 4])

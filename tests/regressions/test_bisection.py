@@ -9,12 +9,12 @@ from typing import Any, cast
 import pytest
 from django.test import Client
 
-from dashboard.benchmarks import runs
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series, Suite
 from dashboard.regressions.detect.alerts import run_detect
 from dashboard.regressions.models import Alert, AlertGroup, GroupState, Notification
 from dashboard.regressions.sheriff.search import group_bisect
 from dashboard.regressions.sheriff.settle import run_settle
+from tests.conftest import DispatchLog
 from tests.factories import CommitFactory, run_with_values
 from tests.regressions.conftest import noisy, suite_create
 from tests.regressions.test_alerts import THROUGHPUT
@@ -34,11 +34,9 @@ class Gapped:
 
 
 @pytest.fixture
-def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def dispatched(dispatched: DispatchLog) -> list[int]:
     """The runs whose message would go out to a GPU node (there is none here)."""
-    sent: list[int] = []
-    monkeypatch.setattr(runs, "_dispatch", lambda run: sent.append(run.pk))
-    return sent
+    return dispatched.runs
 
 
 def _level(index: int) -> float:

@@ -11,7 +11,6 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.benchmarks import runs
 from dashboard.benchmarks.models import Run, Runner, RunStatus
 from dashboard.web import run_views
 from tests.factories import RunnerFactory
@@ -97,10 +96,8 @@ def test_runs_and_runners_pages_render_without_errors(browser, vllm_cpu_report) 
     assert browser.console_errors == []
 
 
-def test_staff_retry_a_failed_run_from_its_page(browser, monkeypatch) -> None:
+def test_staff_retry_a_failed_run_from_its_page(browser, dispatched) -> None:
     # The benchmark message itself is the broker's business; here it is only recorded.
-    dispatched_instead_of_broker: list[Run] = []
-    monkeypatch.setattr(runs, "_dispatch", dispatched_instead_of_broker.append)
     failed = _failed_run()
     # Signed in as staff through a session made by Django's test client, handed to the browser.
     signed_in = Client()
@@ -116,7 +113,7 @@ def test_staff_retry_a_failed_run_from_its_page(browser, monkeypatch) -> None:
     _screenshot(browser, name="run-retried")
     assert browser.page.locator(".alert.success").text_content() == f"Run #{failed.pk} is queued again."
     assert browser.page.evaluate(STATUS_BADGE) == "Queued"
-    assert [run.pk for run in dispatched_instead_of_broker] == [failed.pk]
+    assert dispatched.runs == [failed.pk]
     assert browser.console_errors == []
 
 
