@@ -45,81 +45,61 @@ def _ticks_in(ticks: Sequence[tuple[float, str]], x0: float, x1: float) -> list[
     return visible[:: max(1, -(-len(visible) // MAX_TICKS))]
 
 
-def pull_request_figure(
-    *,
-    detail: PullDetail,
-    suite: Suite,
-    hardware_class: str,
-    metric: str,
-    tracking: Collection[str] | None,
-    commit_url: CommitUrl,
-    width_px: int = DEFAULT_WIDTH_PX,
-) -> dict[str, Any]:
-    """``metric`` of ``suite`` along main with the tracking-issue markers, zoomed on the PR's merge: the
-    window around it at full resolution, the rest of the history thinned to the chart's width."""
-    columns = timeline_columns(suite=suite, hardware_class=hardware_class, metrics=(metric,))
-    number = detail.pull.number
-    merge = detail.pull.merge_commit
-    positions = sorted({int(x) for item in columns.series for x in item.x.tolist()})
-    window: tuple[float, float] | None = None
-    merge_position = merge.position if merge is not None else None
-    if columns.by_position and positions and merge_position is not None and positions[-1] >= merge_position:
-        first, last = zoom_window(positions=positions, merge_position=merge_position)
-        window = (positions[first] - 0.5, positions[last] + 0.5)
-    buckets = buckets_for(width_px=width_px)
+def _merge_window(*, positions: Sequence[int], merge_position: int | None) -> tuple[float, float] | None:
+    """The x range the chart opens on: the benchmarked commits either side of the merge, or None when the
+    history does not reach it."""
+    if not positions or merge_position is None or positions[-1] < merge_position:
+        return None
+    first, last = zoom_window(positions=positions, merge_position=merge_position)
+    return positions[first] - 0.5, positions[last] + 0.5
+
+
+def _drawn(series: Sequence[Any], *, window: tuple[float, float] | None, width_px: int) -> list[DrawnSeries]:
+    """Each series thinned to the chart's width, with every point inside the window kept."""
     drawn = []
-    for item in series_thin(columns.series, buckets=buckets):
+    for item in series_thin(series, buckets=buckets_for(width_px=width_px)):
         if window is not None:
             inside = np.flatnonzero((item.series.x >= window[0]) & (item.series.x <= window[1]))
             item = DrawnSeries(series=item.series, indexes=np.union1d(item.indexes, inside))
         drawn.append(item)
-    points = drawn_points(drawn)
-    # The window is drawn at full resolution with each commit's details; the rest of the history thinned.
-    detailed = [(x, c) for x, c in points if window is None or window[0] <= x <= window[1]]
-    facts = commits_facts(commit_ids={commit_id for _, commit_id in detailed})
-    x_of = {facts[commit_id].sha: x for x, commit_id in detailed if commit_id in facts}
-    markers = timeline_markers(suite=suite, hardware_class=hardware_class, tracking=tracking)
-    if window is not None and merge is not None:
-        drawn_at = next(
-            (sha for sha, x in sorted(x_of.items(), key=lambda item: item[1]) if x >= (merge.position or 0)),
-            None,
-        )
-        if drawn_at is not None:
-            # The PR's own marker is drawn even when no tracking issue lists it, and highlighted.
-            own = Marker(
-                kind="pr",
-                drawn_at_sha=drawn_at,
-                commit_sha=merge.sha,
-                label=f"#{number}",
-                title=detail.pull.title,
-                author=detail.pull.author,
-                url=detail.pull.url,
-                pr_number=number,
-                tracking=f"PR #{number}",
-                exact=drawn_at == merge.sha,
-            )
-            markers = [own, *(marker for marker in markers if marker.pr_number != number)]
-    marker_x = dict(x_of)
-    if columns.by_position:
-        marker_x |= commit_positions(shas={marker.drawn_at_sha for marker in markers})
-    days = day_ticks(
-        commit_days(commit_id=points[0][1], low=points[0][0], high=points[-1][0])
-        if columns.by_position and points
-        else facts_days(detailed, facts)
+    return drawn
+
+
+def _own_marker(*, detail: PullDetail, x_of: dict[str, float]) -> Marker | None:
+    """The PR's own marker, at the first drawn commit from its merge on: drawn even when no tracking issue
+    lists it, and highlighted."""
+    merge, number = detail.pull.merge_commit, detail.pull.number
+    if merge is None:
+        return None
+    drawn_at = next(
+        (sha for sha, x in sorted(x_of.items(), key=lambda item: item[1]) if x >= (merge.position or 0)), None
     )
-    figure = timeline_figure(
-        metric=metric,
-        drawn=drawn,
-        days=days,
-        commit_ticks=sorted((x, sha[:8]) for sha, x in x_of.items()),
-        by_position=columns.by_position,
-        markers=markers_traces(markers=markers, x_of=marker_x, highlight_pr=number if window else None),
+    if drawn_at is None:
+        return None
+    return Marker(
+        kind="pr",
+        drawn_at_sha=drawn_at,
+        commit_sha=merge.sha,
+        label=f"#{number}",
+        title=detail.pull.title,
+        author=detail.pull.author,
+        url=detail.pull.url,
+        pr_number=number,
+        tracking=f"PR #{number}",
+        exact=drawn_at == merge.sha,
     )
-    figure["commits"] = commits_table(
-        [(x, facts[commit_id]) for x, commit_id in detailed if commit_id in facts], commit_url
-    )
-    if window is None:
-        return figure
+
+
+def _zoom(
+    *,
+    figure: dict[str, Any],
+    window: tuple[float, float],
+    drawn: Sequence[DrawnSeries],
+    days: Sequence[tuple[float, str]],
+    x_of: dict[str, float],
+) -> None:
+    """Open the figure on the window: its x range with day (or, when too few, commit) ticks, and a y range
+    fitted to the points inside it."""
     x0, x1 = window
     visible = [
         float(value)
@@ -140,4 +120,60 @@ def pull_request_figure(
         }
     )
     figure["layout"]["yaxis"].update({"range": [min(visible) - pad, max(visible) + pad], "autorange": False})
+
+
+def pull_request_figure(
+    *,
+    detail: PullDetail,
+    suite: Suite,
+    hardware_class: str,
+    metric: str,
+    tracking: Collection[str] | None,
+    commit_url: CommitUrl,
+    width_px: int = DEFAULT_WIDTH_PX,
+) -> dict[str, Any]:
+    """``metric`` of ``suite`` along main with the tracking-issue markers, zoomed on the PR's merge: the
+    window around it at full resolution, the rest of the history thinned to the chart's width."""
+    columns = timeline_columns(suite=suite, hardware_class=hardware_class, metrics=(metric,))
+    number = detail.pull.number
+    merge = detail.pull.merge_commit
+    window = (
+        _merge_window(
+            positions=sorted({int(x) for item in columns.series for x in item.x.tolist()}),
+            merge_position=merge.position if merge is not None else None,
+        )
+        if columns.by_position
+        else None
+    )
+    drawn = _drawn(columns.series, window=window, width_px=width_px)
+    points = drawn_points(drawn)
+    # The window is drawn at full resolution with each commit's details; the rest of the history thinned.
+    detailed = [(x, c) for x, c in points if window is None or window[0] <= x <= window[1]]
+    facts = commits_facts(commit_ids={commit_id for _, commit_id in detailed})
+    x_of = {facts[commit_id].sha: x for x, commit_id in detailed if commit_id in facts}
+    markers = timeline_markers(suite=suite, hardware_class=hardware_class, tracking=tracking)
+    own = _own_marker(detail=detail, x_of=x_of) if window is not None else None
+    if own is not None:
+        markers = [own, *(marker for marker in markers if marker.pr_number != number)]
+    marker_x = dict(x_of)
+    if columns.by_position:
+        marker_x |= commit_positions(shas={marker.drawn_at_sha for marker in markers})
+    days = day_ticks(
+        commit_days(commit_id=points[0][1], low=points[0][0], high=points[-1][0])
+        if columns.by_position and points
+        else facts_days(detailed, facts)
+    )
+    figure = timeline_figure(
+        metric=metric,
+        drawn=drawn,
+        days=days,
+        commit_ticks=sorted((x, sha[:8]) for sha, x in x_of.items()),
+        by_position=columns.by_position,
+        markers=markers_traces(markers=markers, x_of=marker_x, highlight_pr=number if window else None),
+    )
+    figure["commits"] = commits_table(
+        [(x, facts[commit_id]) for x, commit_id in detailed if commit_id in facts], commit_url
+    )
+    if window is not None:
+        _zoom(figure=figure, window=window, drawn=drawn, days=days, x_of=x_of)
     return figure
