@@ -7,15 +7,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 
-import numpy as np
 from django.conf import settings
-from django.db import connection
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Window
 from django.db.models.functions import DenseRank
 
-from dashboard.benchmarks.columns import commit_values
 from dashboard.benchmarks.models import (
-    HEADLINE_METRICS,
     Commit,
     Measurement,
     Repository,
@@ -23,8 +19,6 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Series,
     Suite,
-    main_order,
-    main_order_key,
 )
 from dashboard.benchmarks.statistics import NoiseEstimate, commit_value, noise_estimate
 
@@ -147,96 +141,6 @@ def suite_metrics(*, suite: Suite, hardware_class: str) -> set[str]:
 
 
 @dataclass(frozen=True)
-class SuiteOverview:
-    suite: Suite
-    hardware_class: str
-    latest_commit: Commit | None
-    run_count: int
-    latest_values: dict[tuple[str, int], float]
-
-
-def suites_overview() -> list[SuiteOverview]:
-    """For each suite and hardware class with data: latest headline values. A fixed number of queries."""
-    suites_by_id = {suite.pk: suite for suite in Suite.objects.order_by("name")}
-    newest = _newest_on_main()
-    # The latest commit's value is the median of all its succeeded runs, as on every other page.
-    samples: dict[tuple[int, str], dict[tuple[str, int], list[float]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    rows = (
-        Measurement.objects.filter(
-            run_id__in=[pk for found in newest.values() for pk in found.run_ids],
-            series__metric__in=HEADLINE_METRICS,
-        )
-        .values_list("run__suite_id", "run__hardware_class", "series__metric", "series__concurrency", "value")
-        .order_by()
-    )
-    for suite_id, hardware_class, metric, concurrency, value in rows:
-        samples[(suite_id, hardware_class)][(metric, concurrency)].append(value)
-    return [
-        SuiteOverview(
-            suite=suites_by_id[suite_id],
-            hardware_class=hardware_class,
-            latest_commit=found.commit,
-            run_count=found.run_count,
-            latest_values={
-                key: commit_value_of(values) for key, values in samples[(suite_id, hardware_class)].items()
-            },
-        )
-        for (suite_id, hardware_class), found in sorted(newest.items())
-    ]
-
-
-@dataclass(frozen=True)
-class _Newest:
-    commit: Commit
-    run_ids: tuple[int, ...]  # the succeeded runs of the pair on that commit
-    run_count: int  # every succeeded run of the pair
-
-
-def _newest_on_main() -> dict[tuple[int, str], _Newest]:
-    """Per suite and hardware class with succeeded runs: the newest commit on main among them (not the one
-    measured last: verification and bisection re-run older commits long after newer ones). Two queries,
-    each one pass over the runs: a newest-commit subquery per run would sort a pair's whole history once
-    for every run of it."""
-    pairs = {
-        (suite_id, hardware_class): (count, newest_position, unplaced)
-        for suite_id, hardware_class, count, newest_position, unplaced in Run.objects.succeeded()
-        .values_list("suite_id", "hardware_class")
-        .annotate(
-            run_count=Count("id"),
-            newest_position=Max("commit__position"),
-            # Commits not placed on main yet count as the newest (see main_order).
-            unplaced=Count("id", filter=Q(commit__position__isnull=True)),
-        )
-        .order_by()
-    }
-    positions = {position for _, position, unplaced in pairs.values() if not unplaced}
-    candidates: dict[tuple[int, str], list[Run]] = defaultdict(list)
-    for run in (
-        Run.objects.succeeded()
-        .filter(Q(commit__position__in=positions) | Q(commit__position__isnull=True))
-        .select_related("commit__repository")
-    ):
-        key = (run.suite_id, run.hardware_class)
-        _, newest_position, unplaced = pairs.get(key, (0, None, 0))
-        if unplaced if run.commit.position is None else run.commit.position == newest_position:
-            candidates[key].append(run)
-    newest = {}
-    for key, runs in candidates.items():
-        commit = max(
-            (run.commit for run in runs),
-            key=lambda c: main_order_key(position=c.position, committed_at=c.committed_at, commit_id=c.pk),
-        )
-        newest[key] = _Newest(
-            commit=commit,
-            run_ids=tuple(run.pk for run in runs if run.commit_id == commit.pk),
-            run_count=pairs[key][0],
-        )
-    return newest
-
-
-@dataclass(frozen=True)
 class HardwareFacet:
     """What a suite's timeline can be filtered by on one hardware class."""
 
@@ -308,103 +212,6 @@ def timeline_span(
         first_commit_at=row["first_at"],
         last_commit_at=row["last_at"],
     )
-
-
-@dataclass(frozen=True)
-class SparklineSeries:
-    """A series' recent values in main order, oldest first: all a sparkline draws."""
-
-    metric: str
-    concurrency: int
-    values: tuple[float, ...]
-
-
-def suites_sparklines(
-    *, metric: str = "output_throughput_tok_s", last: int = 300
-) -> dict[tuple[int, str], SparklineSeries]:
-    """Per (suite id, hardware class): `metric` at its highest concurrency over the last `last` benchmarked
-    commits, oldest first, each the median of its runs. Two queries whatever the number of suites."""
-    highest: dict[tuple[int, str], tuple[int, int]] = {}
-    for series_id, suite_id, hardware_class, concurrency in Series.objects.filter(metric=metric).values_list(
-        "id", "suite_id", "hardware_class", "concurrency"
-    ):
-        if (suite_id, hardware_class) not in highest or concurrency > highest[(suite_id, hardware_class)][1]:
-            highest[(suite_id, hardware_class)] = (series_id, concurrency)
-    if not highest:
-        return {}
-    query = (
-        Measurement.objects.filter(
-            series_id__in=[series_id for series_id, _ in highest.values()], run__status=RunStatus.SUCCEEDED
-        )
-        .annotate(
-            recency=Window(
-                DenseRank(),
-                partition_by=[F("series_id")],
-                order_by=main_order(prefix="commit__", newest_first=True),
-            )
-        )
-        .filter(recency__lte=last)
-        .values_list("series_id", "recency", "value")
-    )
-    # Straight through the cursor: tens of thousands of rows of three numbers need no converters.
-    sql, params = query.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    # Tens of thousands of points: folded as columns (one rank is one commit), not point by point.
-    table = np.array(rows, dtype=np.float64).reshape(len(rows), 3)
-    series_ids = table[:, 0].astype(np.int64)
-    # Oldest first: the highest rank of a series is its oldest commit.
-    keys, values, *_ = commit_values(
-        series_ids * (last + 1) + (last - table[:, 1].astype(np.int64)), table[:, 2]
-    )
-    by_series: dict[int, list[float]] = defaultdict(list)
-    for series_id, value in zip((keys // (last + 1)).tolist(), values.tolist(), strict=True):
-        by_series[series_id].append(value)
-    return {
-        key: SparklineSeries(metric=metric, concurrency=concurrency, values=tuple(by_series[series_id]))
-        for key, (series_id, concurrency) in highest.items()
-    }
-
-
-@dataclass(frozen=True)
-class BenchmarkedCommit:
-    commit: Commit
-    runs_succeeded: int
-    runs_failed: int
-    last_finished_at: datetime | None
-
-
-def commits_recently_benchmarked(*, limit: int = 12) -> list[BenchmarkedCommit]:
-    """The newest commits on main with a finished run, newest first. Two queries: the commits, walked
-    newest first until `limit` have a finished run (an index scan, not a sort of every run), then their
-    run counts."""
-    finished = (RunStatus.SUCCEEDED, RunStatus.FAILED)
-    commits = list(
-        Commit.objects.filter(Exists(Run.objects.filter(commit=OuterRef("pk"), status__in=finished)))
-        .select_related("repository")
-        .order_by(*main_order(newest_first=True))[:limit]
-    )
-    counts = {
-        row["commit_id"]: row
-        for row in Run.objects.filter(commit__in=commits, status__in=finished)
-        .values("commit_id")
-        .annotate(
-            succeeded=Count("pk", filter=Q(status=RunStatus.SUCCEEDED)),
-            failed=Count("pk", filter=Q(status=RunStatus.FAILED)),
-            last_finished_at=Max("finished_at"),
-        )
-        .order_by()
-    }
-    return [
-        BenchmarkedCommit(
-            commit=commit,
-            runs_succeeded=counts[commit.pk]["succeeded"],
-            runs_failed=counts[commit.pk]["failed"],
-            last_finished_at=counts[commit.pk]["last_finished_at"],
-        )
-        for commit in commits
-    ]
 
 
 def commit_neighbours(*, commit: Commit) -> tuple[Commit | None, Commit | None]:

@@ -18,7 +18,7 @@ from django.utils.safestring import mark_safe
 
 from dashboard.benchmarks.columns import CommitFacts, SeriesColumns
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
-from dashboard.benchmarks.selectors import SparklineSeries
+from dashboard.benchmarks.overview_selectors import SparklineSeries
 from dashboard.chart_style import FONT, GRID, HOVER_LABEL, MUTED, PALETTE
 from dashboard.web.decimation import decimate_minmax
 

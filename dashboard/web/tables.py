@@ -11,7 +11,8 @@ from django.utils.http import urlencode
 from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
-from dashboard.benchmarks.selectors import MeasurementRow, SparklineSeries, SuiteOverview
+from dashboard.benchmarks.overview_selectors import SparklineSeries, SuiteOverview
+from dashboard.benchmarks.selectors import MeasurementRow
 from dashboard.benchmarks.statistics import commit_value
 from dashboard.github.impact import CommitChanges, MetricChange
 from dashboard.web.figures import SparklineShape, sparkline_shape

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
-from dashboard.benchmarks import selectors
+from dashboard.benchmarks import overview_selectors, selectors
 from dashboard.benchmarks.capacity import CAPACITY_METRICS
 from dashboard.benchmarks.capacity_selectors import commit_accuracy_scores, commit_load_curves
 from dashboard.benchmarks.metrics import metric_display
@@ -50,8 +50,8 @@ def commit_url_builder() -> CommitUrl:
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
     cards = overview_cards(
-        overviews=selectors.suites_overview(),
-        sparklines=selectors.suites_sparklines(),
+        overviews=overview_selectors.suites_overview(),
+        sparklines=overview_selectors.suites_sparklines(),
         suite_url=_route_builder("web:suite-timeline", "suite-name-placeholder"),
         commit_url=commit_url_builder(),
         alerts_url=reverse("regressions:alerts"),
@@ -64,7 +64,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "cards": cards,
             # The same head for every card: rendered once, not once per card.
             "headline_head": render_to_string("web/_headline_head.html", {"headline": HEADLINE_DISPLAYS}),
-            "recent_commits": selectors.commits_recently_benchmarked(limit=15),
+            "recent_commits": overview_selectors.commits_recently_benchmarked(limit=15),
             "open_regressions": alert_groups_open(),
         },
     )
@@ -72,8 +72,8 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def suites(request: HttpRequest) -> HttpResponse:
-    by_suite: dict[int, list[selectors.SuiteOverview]] = {}
-    for item in selectors.suites_overview():
+    by_suite: dict[int, list[overview_selectors.SuiteOverview]] = {}
+    for item in overview_selectors.suites_overview():
         by_suite.setdefault(item.suite.pk, []).append(item)
     rows = [(suite, by_suite.get(suite.pk, [])) for suite in selectors.suites_list()]
     return render(request, "web/suites.html", {"rows": rows})

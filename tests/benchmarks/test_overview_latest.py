@@ -5,7 +5,7 @@ from typing import cast
 import pytest
 
 from dashboard.benchmarks.models import Commit, RunKind, Suite
-from dashboard.benchmarks.selectors import suites_overview
+from dashboard.benchmarks.overview_selectors import suites_overview
 from tests.factories import CommitFactory, SuiteFactory, run_with_values
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import pytest
 
 from dashboard.benchmarks.columns import CommitFacts, SeriesColumns, commit_values
 from dashboard.benchmarks.metrics import metric_display
-from dashboard.benchmarks.selectors import SparklineSeries
+from dashboard.benchmarks.overview_selectors import SparklineSeries
 from dashboard.benchmarks.statistics import commit_value
 from dashboard.web.decimation import decimate_minmax
 from dashboard.web.figures import (
