@@ -133,7 +133,7 @@ class Scores:
             "steps_2x": len(significant),
             "exact_pct": _pct(sum(s.exact for s in significant), len(significant)),
             "exact_isolated_pct": _pct(sum(s.exact for s in isolated), len(isolated)),
-            "false_notified_pct": _pct(self.false_notified, self.notified),
+            "false_notified_pct": _pct(self.false_notified, self.notified) or 0.0,
             "unfinished_pct": _pct(
                 sum(not s.exact and not s.named_wrongly for s in significant), len(significant)
             ),
