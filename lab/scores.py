@@ -104,6 +104,23 @@ class StepScore:
     named_wrongly: bool
     hours: float  # math.inf unless exact
     isolated: bool
+    holding: tuple[tuple[int, int, int], ...] = ()  # (group, base, head) of notified groups around it
+
+    def line(self) -> str:
+        """One line of the per-step listing."""
+        step = self.step
+        if self.exact:
+            verdict = f"exact after {self.hours:.1f} h"
+        elif self.named_wrongly:
+            verdict = "named another commit"
+        else:
+            verdict = "unfinished"
+        around = ", ".join(f"#{group} ({base}, {head}]" for group, base, head in self.holding) or "none"
+        span = f"-{step.last_index}" if step.span > 1 else ""
+        return (
+            f"{step.suite} @{step.commit_index}{span} {step.noise_multiple:4.1f}x {step.label or 'step'}: "
+            f"{verdict}; notified groups around it: {around}"
+        )
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,7 @@ class Scores:
     steps: tuple[StepScore, ...]
     notified: int
     false_notified: int
+    false_groups: tuple[NotifiedGroup, ...]
     intervals: int
     intervals_covering: int
     runs: int
@@ -217,11 +235,20 @@ def scores_compute(outcome: Outcome) -> Scores:
             for other in outcome.steps
             if other is not step and other.suite == step.suite
         )
-        scored.append(
-            StepScore(step=step, exact=exact, named_wrongly=wrongly, hours=hours, isolated=isolated)
+        holding = tuple(
+            (group.group_id, group.base, group.head)
+            for group in outcome.notified
+            if group.base < step.last_index
+            and step.commit_index <= group.head
+            and any(series.suite == step.suite for series in group.series)
         )
-    false_notified = sum(
-        not any(true_by(group, step) for step in outcome.steps) for group in outcome.notified
+        scored.append(
+            StepScore(
+                step=step, exact=exact, named_wrongly=wrongly, hours=hours, isolated=isolated, holding=holding
+            )
+        )
+    false_groups = tuple(
+        group for group in outcome.notified if not any(true_by(group, step) for step in outcome.steps)
     )
     covering = 0
     for interval in outcome.intervals:
@@ -235,7 +262,8 @@ def scores_compute(outcome: Outcome) -> Scores:
     return Scores(
         steps=tuple(scored),
         notified=len(outcome.notified),
-        false_notified=false_notified,
+        false_notified=len(false_groups),
+        false_groups=false_groups,
         intervals=len(outcome.intervals),
         intervals_covering=covering,
         runs=outcome.runs,

@@ -43,7 +43,14 @@ def _simulate(*arguments: str) -> list[str]:
 
 def test_an_outside_world_plugs_in_and_its_step_is_scored() -> None:
     lines = _simulate(
-        "--world", "tests.lab.outside_world:two_level_world", "--days", "3", "--suites", "1", "--json"
+        "--world",
+        "tests.lab.outside_world:two_level_world",
+        "--days",
+        "2",
+        "--suites",
+        "1",
+        "--steps",
+        "--json",
     )
     scores = json.loads(lines[-1])
     assert set(scores) == KEYS
@@ -54,10 +61,11 @@ def test_an_outside_world_plugs_in_and_its_step_is_scored() -> None:
     assert scores["unfinished_pct"] == 0.0
     assert scores["hours_median"] is not None and scores["hours_median"] < 24
     assert any(line.startswith("world") and "two_level_world" in line for line in lines)
+    assert any(line.startswith("outside-suite @30") and "exact after" in line for line in lines)
 
 
 def test_the_projects_own_world_prints_every_score_as_the_last_line() -> None:
-    lines = _simulate("--days", "2", "--suites", "1", "--seed", "5", "--json")
+    lines = _simulate("--days", "1", "--suites", "1", "--seed", "5", "--json")
     assert set(json.loads(lines[-1])) == KEYS
     assert any(line.startswith("exact culprit, steps >= 2x") for line in lines[:-1])
 

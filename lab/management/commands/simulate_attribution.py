@@ -30,6 +30,7 @@ class Command(BaseCommand):
             default=DEFAULT_WORLD,
             help="MODULE:CALLABLE: CALLABLE(seed, days, suites) returns a world (see lab/worlds.py)",
         )
+        parser.add_argument("--steps", action="store_true", help="list every true step and what became of it")
         parser.add_argument(
             "--json",
             action="store_true",
@@ -62,6 +63,15 @@ class Command(BaseCommand):
             )
         finally:
             creation.destroy_test_db(original, verbosity=0)
+        if options["steps"]:
+            for score in report.scores.steps:
+                self.stdout.write(score.line())
+            for group in report.scores.false_groups:
+                series = ", ".join(
+                    f"{s.suite} c={s.concurrency} {s.metric} {'up' if s.direction > 0 else 'down'}"
+                    for s in group.series
+                )
+                self.stdout.write(f"false group #{group.group_id} ({group.base}, {group.head}]: {series}")
         self.stdout.write(report.text())
         if options["json"]:
             self.stdout.write(report.json_line())
