@@ -2,7 +2,7 @@
 
 Pure: no Django. `lab.simulation` reads the outcome from the database into these values.
 
-- **True notified group.** A notified (confirmed) group is true only when its culprit (one commit), or
+- **True notified group.** A notified group (confirmed, of any kind: improvements are named too) is true only when its culprit (one commit), or
   while it is still a range its range ``(base, head]``, holds a step of one of its suites that moves one
   of the group's series in the direction of that series' alert by at least the series' minimum change
   (the product's threshold resolution). A gradual step spread over ``span`` commits counts with the part

@@ -78,6 +78,7 @@ class SimulationReport:
         significant = self.scores.significant
         isolated = [s for s in significant if s.isolated]
         wrongly = sum(s.named_wrongly for s in significant)
+        unfinished = [s for s in significant if not s.exact and not s.named_wrongly]
         runs = ", ".join(f"{kind} {count}" for kind, count in sorted(self.runs_by_kind.items()))
         found = sorted(s.hours for s in significant if s.exact)
 
@@ -99,7 +100,8 @@ class SimulationReport:
             ("named another commit", share(wrongly, len(significant))),
             (
                 "unfinished (no culprit)",
-                share(sum(not s.exact and not s.named_wrongly for s in significant), len(significant)),
+                share(len(unfinished), len(significant))
+                + f"; {sum(bool(s.holding) for s in unfinished)} of them inside a notified range",
             ),
             (
                 "groups",
