@@ -2,11 +2,12 @@
 
 Pure: no Django. `lab.simulation` reads the outcome from the database into these values.
 
-- **True notified group.** A notified group (confirmed, of any kind: improvements are named too) is true only when its culprit (one commit), or
-  while it is still a range its range ``(base, head]``, holds a step of one of its suites that moves one
-  of the group's series in the direction of that series' alert by at least the series' minimum change
-  (the product's threshold resolution). A gradual step spread over ``span`` commits counts with the part
-  of it that lies inside (``factor ** (commits inside / span)``).
+- **True notified group.** A notified group (confirmed, of any kind: improvements are named too) is
+  true only when its culprit (one commit), or while it is still a range its range ``(base, head]``,
+  holds a step of one of its suites that moves one of the group's series in the direction of that
+  series' alert by at least the series' minimum change (the product's threshold resolution). A gradual
+  step spread over ``span`` commits counts with the part of it that lies inside (``factor ** (commits
+  inside / span)``).
 - **Exact.** A step is named exactly when a notified group's culprit is the step's commit (a gradual
   change's first commit) and that group is true by this step.
 - **Hours.** From the step's merge to the moment its exact culprit was first named by a confirmed group,
