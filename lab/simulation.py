@@ -63,6 +63,7 @@ class SimulationReport:
     commits: int
     docs_tests_ci: int
     runs_by_kind: dict[str, int]
+    runs_by_node: list[int]
     node_hours: float
     groups_confirmed: int
     groups_dismissed: int
@@ -94,6 +95,7 @@ class SimulationReport:
             ("suites, nodes", f"{self.suites} suite(s) on {self.runners} {HARDWARE} node(s) of {GPUS} GPUs"),
             ("commits", f"{self.commits} ({self.docs_tests_ci} classed docs/tests/CI)"),
             ("runs", f"{sum(self.runs_by_kind.values())}: {runs}; nodes busy {self.node_hours:.0f} h"),
+            ("runs per node", ", ".join(str(count) for count in self.runs_by_node)),
             ("steps", f"{scores['steps']} ({scores['steps_2x']} of at least 2x the noise)"),
             ("exact culprit, steps >= 2x", share(sum(s.exact for s in significant), len(significant))),
             ("exact culprit, isolated", share(sum(s.exact for s in isolated), len(isolated))),
@@ -262,6 +264,9 @@ def simulation_run(
         commits=len(commits),
         docs_tests_ci=Commit.objects.filter(change_class=ChangeClass.DOCS_TESTS_CI).count(),
         runs_by_kind=runs_by_kind,
+        runs_by_node=[
+            Run.objects.filter(status=RunStatus.SUCCEEDED, runner=runner).count() for runner in runners
+        ],
         node_hours=node_seconds / 3600,
         groups_confirmed=states[GroupState.CONFIRMED],
         groups_dismissed=states[GroupState.DISMISSED],

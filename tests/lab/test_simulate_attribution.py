@@ -68,6 +68,8 @@ def test_the_projects_own_world_prints_every_score_as_the_last_line() -> None:
     lines = _simulate("--days", "1", "--suites", "1", "--seed", "5", "--json")
     assert set(json.loads(lines[-1])) == KEYS
     assert any(line.startswith("exact culprit, steps >= 2x") for line in lines[:-1])
+    per_node = next(line for line in lines if line.startswith("runs per node")).split()[-2:]
+    assert len(per_node) == 2 and all(int(count.rstrip(",")) > 0 for count in per_node)  # both nodes work
 
 
 def test_a_world_that_is_not_module_colon_callable_is_refused() -> None:
