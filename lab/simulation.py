@@ -1,171 +1,136 @@
-"""A benchmark of the whole verdict loop: the real scheduler, detection, verification and bisection code
-against a simulated vLLM on a simulated clock.
+"""A benchmark of the whole verdict loop: the real scheduler, detection, verification and culprit search
+against a simulated world on a simulated clock.
 
-The world: main's commit stream at vLLM's pace (about 30 commits a day, fewer at weekends, 17 % touching
-only docs, tests or CI), per-commit performance of each suite with injected steps of 2-30 % (regressions,
-improvements, trade-offs, reverts, close pairs), run-to-run noise of 1-4 % per suite and occasional slow
-runs. One node of one hardware class serves every suite, one run at a time, 25 ± 5 minutes each.
+The world keeps the contract of `lab.worlds` (the project's own, `lab.worlds.vllm_world`, unless another
+is plugged in): main's commits with the files they changed, suites and their levels, nodes of one
+hardware class, what one run measures, and the true steps. Commits are stored as the commit sync stores
+them, their change class read from their files by the product's classifier.
 
-The loop: new commits arrive; the scheduler queues runs as its periodic task does; the node takes the next
-queued run in dispatch order, and at the end of it the run is stored and detection, verification and
-bisection run as the tasks would, by calling the same services. Only the broker (messages between them)
-and the GPU are simulated; the clock is the simulated one everywhere (`django.utils.timezone.now`).
+The loop: new commits arrive; the scheduler queues runs as its periodic task does; each free node takes
+the next queued run in dispatch order, and at the end of it the run is stored and settled as the tasks
+would (`run_settle`), with the verdict sweep (`groups_verify_pending`) on its beat. Only the broker
+(messages between them) and the GPUs are simulated; the clock is the simulated one everywhere
+(`django.utils.timezone.now`). Runs take 25 +- 5 minutes on a node of 8 GPUs.
 
-Scoring: a step is attributed to its exact commit when a confirmed group of its suite has the one-commit
-range ending at it. A notified group is false when its range holds no injected step of its suites.
+Scoring is `lab.scores` (strict: see its docstring); this module reads the outcome from the database.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
-import statistics
+import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import F
 
 from dashboard.benchmarks.models import Commit, Run, Runner, RunStatus, Suite
-from dashboard.regressions.models import Alert, AlertGroup, GroupState
+from dashboard.benchmarks.subjects import ChangeClass, change_class_from_paths, subject_pr_number
+from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEvent
+from lab.scores import (
+    GroupSeries,
+    NotifiedGroup,
+    Outcome,
+    Scores,
+    ShownInterval,
+    TrueStep,
+    quantile,
+    scores_compute,
+)
+from lab.worlds import World, WorldFactory, step_span, vllm_world
 
 HARDWARE = "b300"
 GPUS = 8
 RUN_MINUTES, RUN_SPREAD_MINUTES = 25.0, 5.0
 SCHEDULER_PERIOD = timedelta(minutes=5)  # the beat period of runs_schedule
 SWEEP_PERIOD = timedelta(minutes=15)  # the beat period of the verdicts sweep
-DOCS_SHARE = 0.17
-WEEKDAY_COMMITS, WEEKEND_COMMITS = (30, 42), (8, 16)
-STEP_RATE = 0.03  # per commit that can change performance, per suite
-SLOW_RUN_SHARE = 0.03
-CONCURRENCIES = (1, 16)
-# Levels at the start of the history, per metric (output tokens/s, ms); throughput scales the others.
-BASE_LEVELS = {"output_throughput_tok_s": 700.0, "ttft_ms_mean": 900.0, "itl_ms_mean": 30.0}
-START = datetime(2026, 9, 7, tzinfo=UTC)  # a Monday
+SETTLE_DAYS = 1  # simulated after the last commit, so that late changes can be judged
 
 
 @dataclass(frozen=True)
-class Step:
-    """An injected change of one suite at one commit: factors on throughput (and ITL) and on TTFT."""
+class SimulationReport:
+    seed: int
+    days: int
+    world: str
+    suites: int
+    runners: int
+    commits: int
+    docs_tests_ci: int
+    runs_by_kind: dict[str, int]
+    runs_by_node: list[int]
+    node_hours: float
+    groups_confirmed: int
+    groups_dismissed: int
+    groups_suspected: int
+    scores: Scores
+    wall_s: float
 
-    suite: str
-    index: int  # the commit's index in the stream
-    throughput: float  # multiplicative: 0.94 is a 6 % drop
-    ttft: float  # multiplicative on TTFT: 1.08 is 8 % slower to the first token
-    label: str
+    def json_line(self) -> str:
+        return json.dumps(self.scores.json(), allow_nan=False)
 
-    def size_in_noise(self, noise: float) -> float:
-        return max(abs(math.log(self.throughput)), abs(math.log(self.ttft))) / noise
+    def text(self) -> str:
+        scores = self.scores.json()
+        significant = self.scores.significant
+        isolated = [s for s in significant if s.isolated]
+        wrongly = sum(s.named_wrongly for s in significant)
+        unfinished = [s for s in significant if not s.exact and not s.named_wrongly]
+        runs = ", ".join(f"{kind} {count}" for kind, count in sorted(self.runs_by_kind.items()))
+        found = sorted(s.hours for s in significant if s.exact)
 
+        def share(part: int, whole: int) -> str:
+            return f"{part} / {whole} = {100 * part / whole:.1f} %" if whole else f"{part} / 0"
 
-@dataclass(frozen=True)
-class SimCommit:
-    index: int
-    sha: str
-    merged_at: datetime
-    docs_only: bool
+        def hours(value: float | None) -> str:
+            return "inf" if value is None else f"{value:.1f} h"
 
-
-@dataclass
-class World:
-    commits: list[SimCommit]
-    suites: dict[str, float]  # name -> run-to-run noise (log scale)
-    steps: list[Step]
-    levels: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # log factors per commit
-
-    def level(self, suite: str, index: int) -> tuple[float, float]:
-        return self.levels[suite][index]
-
-
-def world_generate(*, seed: int, days: int, suites: int) -> World:
-    """The commit stream and every suite's per-commit performance, steps included."""
-    rng = random.Random(seed)
-    commits: list[SimCommit] = []
-    for day in range(days):
-        start = START + timedelta(days=day)
-        low, high = WEEKEND_COMMITS if start.weekday() >= 5 else WEEKDAY_COMMITS
-        times = sorted(rng.uniform(0, 86400) for _ in range(rng.randint(low, high)))
-        for offset in times:
-            index = len(commits)
-            commits.append(
-                SimCommit(
-                    index=index,
-                    sha=f"{rng.getrandbits(160):040x}",
-                    merged_at=start + timedelta(seconds=offset),
-                    docs_only=rng.random() < DOCS_SHARE,
-                )
-            )
-    names = [f"sim-suite-{n + 1}" for n in range(suites)]
-    noise = {name: rng.uniform(0.01, 0.04) for name in names}
-    steps: list[Step] = []
-    for name in names:
-        taken: set[int] = set()
-
-        def add(
-            index: int, throughput: float, ttft: float, label: str, *, suite: str, seen: set[int]
-        ) -> None:
-            if 0 < index < len(commits) and not commits[index].docs_only and index not in seen:
-                seen.add(index)
-                steps.append(Step(suite=suite, index=index, throughput=throughput, ttft=ttft, label=label))
-
-        for commit in commits[10:]:
-            if commit.docs_only or rng.random() >= STEP_RATE:
-                continue
-            size = math.exp(rng.uniform(math.log(0.02), math.log(0.30)))
-            kind = rng.choices(["regression", "improvement", "trade-off", "ttft"], [4, 3, 2, 1])[0]
-            factors = {
-                "regression": (1 - size, 1 + size / 2),
-                "improvement": (1 + size, 1.0),
-                "trade-off": (1 + size, 1 + size),
-                "ttft": (1.0, 1 + size),
-            }[kind]
-            add(commit.index, *factors, kind, suite=name, seen=taken)
-            if kind == "regression" and rng.random() < 0.3:
-                revert_at = commit.index + rng.randint(5, 40)
-                add(revert_at, 1 / factors[0], 1 / factors[1], "revert", suite=name, seen=taken)
-            elif rng.random() < 0.15:
-                second = math.exp(rng.uniform(math.log(0.02), math.log(0.30)))
-                add(commit.index + rng.randint(3, 6), 1 - second, 1.0, "close pair", suite=name, seen=taken)
-    world = World(commits=commits, suites=noise, steps=sorted(steps, key=lambda s: (s.index, s.suite)))
-    for name in names:
-        throughput = ttft = 0.0
-        changes = {step.index: step for step in steps if step.suite == name}
-        levels = []
-        for commit in commits:
-            if commit.index in changes:
-                throughput += math.log(changes[commit.index].throughput)
-                ttft += math.log(changes[commit.index].ttft)
-            levels.append((throughput, ttft))
-        world.levels[name] = levels
-    return world
-
-
-def _report(*, world: World, suite: str, index: int, rng: random.Random) -> Any:
-    """What guidellm would report for one run of `suite` at commit `index` (the simulated GPU)."""
-    from runners.guidellm_report import GuidellmReport, LevelResult
-
-    throughput, ttft = world.level(suite, index)
-    noise = world.suites[suite]
-    slow = -math.log(1 + rng.uniform(0.08, 0.25)) if rng.random() < SLOW_RUN_SHARE else 0.0
-    levels = []
-    for concurrency in CONCURRENCIES:
-        scale = math.log(concurrency) * 0.5
-        levels.append(
-            LevelResult(
-                concurrency=concurrency,
-                metrics={
-                    "output_throughput_tok_s": BASE_LEVELS["output_throughput_tok_s"]
-                    * math.exp(scale + throughput + slow + rng.gauss(0, noise)),
-                    "ttft_ms_mean": BASE_LEVELS["ttft_ms_mean"]
-                    * math.exp(scale + ttft - slow + rng.gauss(0, noise)),
-                    "itl_ms_mean": BASE_LEVELS["itl_ms_mean"]
-                    * math.exp(scale / 2 - throughput - slow + rng.gauss(0, noise)),
-                },
-            )
-        )
-    return GuidellmReport(guidellm_version="simulated", labels={}, levels=tuple(levels))
+        culprits = max(self.scores.culprits, 1)
+        rows = [
+            ("world", f"{self.world}, seed {self.seed}, {self.days} days (+{SETTLE_DAYS} to settle)"),
+            ("suites, nodes", f"{self.suites} suite(s) on {self.runners} {HARDWARE} node(s) of {GPUS} GPUs"),
+            ("commits", f"{self.commits} ({self.docs_tests_ci} classed docs/tests/CI)"),
+            ("runs", f"{sum(self.runs_by_kind.values())}: {runs}; nodes busy {self.node_hours:.0f} h"),
+            ("runs per node", ", ".join(str(count) for count in self.runs_by_node)),
+            ("steps", f"{scores['steps']} ({scores['steps_2x']} of at least 2x the noise)"),
+            ("exact culprit, steps >= 2x", share(sum(s.exact for s in significant), len(significant))),
+            ("exact culprit, isolated", share(sum(s.exact for s in isolated), len(isolated))),
+            ("named another commit", share(wrongly, len(significant))),
+            (
+                "unfinished (no culprit)",
+                share(len(unfinished), len(significant))
+                + f"; {sum(bool(s.holding) for s in unfinished)} of them inside a notified range",
+            ),
+            (
+                "groups",
+                f"{self.groups_confirmed} notified, {self.groups_dismissed} dismissed, "
+                f"{self.groups_suspected} still suspected",
+            ),
+            ("false notified groups", share(self.scores.false_notified, self.scores.notified)),
+            (
+                "merge -> culprit, all steps >= 2x",
+                f"median {hours(scores['hours_median'])}, p90 {hours(scores['hours_p90'])}",
+            ),
+            (
+                "merge -> culprit, found ones",
+                f"median {quantile(found, 0.5):.1f} h, p90 {quantile(found, 0.9):.1f} h" if found else "n/a",
+            ),
+            (
+                "per exact culprit",
+                f"{self.scores.runs / culprits:.1f} runs, {self.scores.gpu_hours / culprits:.1f} GPU-hours",
+            ),
+            (
+                "95 % intervals holding the truth",
+                share(self.scores.intervals_covering, self.scores.intervals),
+            ),
+            ("simulated in", f"{self.wall_s:.0f} s"),
+        ]
+        width = max(len(label) for label, _ in rows)
+        return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
 
 
 class Clock:
@@ -193,151 +158,69 @@ def _simulated(clock: Clock) -> Iterator[None]:
         timezone.now, dispatch._send = saved
 
 
-@dataclass(frozen=True)
-class StepOutcome:
-    step: Step
-    noise: float
-    exact: bool
-    in_range: bool
-    hours_to_culprit: float | None
-    hours_to_group: float | None  # merge to detection's suspected group
-    hours_to_confirmed: float | None  # merge to the verdict
-
-
-@dataclass(frozen=True)
-class SimulationReport:
-    seed: int
-    days: int
-    suites: int
-    commits: int
-    docs_only: int
-    runs_by_kind: dict[str, int]
-    node_hours: float
-    extra_gpu_hours: float
-    outcomes: list[StepOutcome]
-    groups_confirmed: int
-    groups_dismissed: int
-    groups_suspected: int
-    false_confirmed: int
-    true_dismissed: int
-    wall_s: float
-
-    def text(self) -> str:
-        significant = [o for o in self.outcomes if o.noise >= 2.0]
-        exact = [o for o in significant if o.exact]
-        culprits = [o for o in self.outcomes if o.exact]
-        hours = sorted(o.hours_to_culprit for o in culprits if o.hours_to_culprit is not None)
-        detected = [o.hours_to_group for o in culprits if o.hours_to_group is not None]
-        confirmed = [o.hours_to_confirmed for o in culprits if o.hours_to_confirmed is not None]
-        gpu_hours = self.node_hours * GPUS
-
-        def share(part: int, whole: int) -> str:
-            return f"{part} of {whole} = {100 * part / whole:.1f} %" if whole else f"{part} of 0"
-
-        def quantile(q: float) -> str:
-            if not hours:
-                return "n/a"
-            return f"{hours[min(len(hours) - 1, math.ceil(q * len(hours)) - 1)]:.1f}"
-
-        runs = ", ".join(f"{kind} {count}" for kind, count in sorted(self.runs_by_kind.items()))
-        notified = self.groups_confirmed
-        lines = [
-            f"simulate_attribution: seed {self.seed}, {self.days} days of commits (+1 day to settle), "
-            f"{self.suites} suite(s) on one {HARDWARE} node of {GPUS} GPUs, runs of "
-            f"{RUN_MINUTES:.0f} ± {RUN_SPREAD_MINUTES:.0f} min",
-            f"commits: {self.commits} ({self.docs_only} docs/tests/CI only); runs: {runs}; "
-            f"node busy {self.node_hours:.0f} h",
-            f"steps injected: {len(self.outcomes)} (at least twice the noise: {len(significant)})",
-            f"culprits found (confirmed group naming the exact commit): {len(culprits)} of "
-            f"{len(self.outcomes)} steps; in a confirmed range but not narrowed to it: "
-            f"{sum(o.in_range and not o.exact for o in self.outcomes)}",
-            f"steps of at least twice the noise attributed to the exact commit: "
-            f"{share(len(exact), len(significant))}",
-            f"groups: {self.groups_confirmed} confirmed (notified), {self.groups_dismissed} dismissed, "
-            f"{self.groups_suspected} still suspected; dismissed although a step was in range: "
-            f"{self.true_dismissed}",
-            f"false groups (notified, no step in range): {share(self.false_confirmed, notified)}",
-            f"hours from merge to confirmed culprit: median {quantile(0.5)}, p90 {quantile(0.9)} "
-            f"(medians: to the suspected group {_median(detected)}, "
-            f"to its confirmation {_median(confirmed)})",
-            f"GPU-hours per culprit: {gpu_hours / max(len(culprits), 1):.1f} "
-            f"(verification and bisection alone: {self.extra_gpu_hours / max(len(culprits), 1):.1f})",
-            f"simulated in {self.wall_s:.0f} s",
-        ]
-        return "\n".join(lines)
-
-
-def _median(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f}" if values else "n/a"
-
-
 def simulation_run(
-    *, seed: int = 1, days: int = 14, suites: int = 3, progress: Callable[[str], None] = lambda line: None
+    *,
+    seed: int = 1,
+    days: int = 14,
+    suites: int = 3,
+    world_factory: WorldFactory = vllm_world,
+    world_name: str = "lab.worlds:vllm_world",
+    progress: Callable[[str], None] = lambda line: None,
 ) -> SimulationReport:
-    """Simulate `days` of main on one node shared by `suites` suites; the database must be a throwaway one."""
-    import time
-
+    """Simulate `days` of main in the world `world_factory` makes; the database must be a throwaway one."""
     from dashboard.benchmarks.runs import run_claim
     from dashboard.benchmarks.scheduling import runs_schedule_all
     from dashboard.benchmarks.services import repository_default, run_complete
     from dashboard.regressions.sheriff.settle import groups_verify_pending, run_settle
 
     started = time.monotonic()
-    world = world_generate(seed=seed, days=days, suites=suites)
+    world = world_factory(seed, days, suites)
+    commits = list(world.commits)
+    if not commits:
+        raise ValueError("the world has no commits")
     rng = random.Random(seed * 7919 + 1)
-    clock = Clock(START)
-    end = START + timedelta(days=days + 1)
+    start = min(commit.merged_at for commit in commits)
+    start = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    clock = Clock(start)
+    end = max(commit.merged_at for commit in commits) + timedelta(days=SETTLE_DAYS)
     culprit_at: dict[int, datetime] = {}
     node_seconds = 0.0
     with _simulated(clock):
         repository = repository_default()
-        for name in world.suites:
+        for name, concurrencies in world.suites.items():
             Suite.objects.create(
                 name=name,
                 hardware_class=HARDWARE,
                 install_settings={"method": "wheel"},
-                concurrencies=list(CONCURRENCIES),
+                concurrencies=list(concurrencies),
                 timeouts={"install_s": 1800, "server_start_s": 900, "benchmark_s": 3600},
             )
-        runner = Runner.objects.create(name="sim-node-1", hardware_class=HARDWARE, gpu_count=GPUS)
+        runners = [
+            Runner.objects.create(name=f"sim-node-{number + 1}", hardware_class=HARDWARE, gpu_count=GPUS)
+            for number in range(world.runners)
+        ]
         arrived = 0
-        busy: tuple[Run, datetime] | None = None
-        next_schedule = next_sweep = START
+        busy: dict[int, tuple[Run, datetime]] = {}
+        next_schedule = next_sweep = start
         changed = True
-        next_report = START + timedelta(days=1)
+        next_report = start + timedelta(days=1)
         while clock.now < end:
-            candidates = [next_schedule]
-            if arrived < len(world.commits):
-                candidates.append(world.commits[arrived].merged_at)
-            if busy is not None:
-                candidates.append(busy[1])
+            candidates = [next_schedule, *(finish for _, finish in busy.values())]
+            if arrived < len(commits):
+                candidates.append(commits[arrived].merged_at)
             clock.now = min(candidates)
-            while arrived < len(world.commits) and world.commits[arrived].merged_at <= clock.now:
-                commit = world.commits[arrived]
-                Commit.objects.create(
-                    repository=repository,
-                    sha=commit.sha,
-                    position=commit.index,
-                    committed_at=commit.merged_at,
-                    subject=f"{'[Doc]' if commit.docs_only else '[Perf]'} simulated change {commit.index}",
-                    pr_number=60000 + commit.index,
-                    change_class="docs_tests_ci" if commit.docs_only else "python",
-                )
+            while arrived < len(commits) and commits[arrived].merged_at <= clock.now:
+                _commit_store(repository=repository, commit=commits[arrived], position=arrived)
                 arrived += 1
                 changed = True
-            if busy is not None and busy[1] <= clock.now:
-                run = busy[0]
-                run_complete(
-                    run_id=run.pk,
-                    runner=runner,
-                    result=_result(
-                        report=_report(
-                            world=world, suite=run.suite.name, index=run.commit.position or 0, rng=rng
-                        )
-                    ),
-                )
+            for index in sorted(busy):
+                run, finish = busy[index]
+                if finish > clock.now:
+                    continue
+                del busy[index]
+                values = world.measure(run.suite.name, run.commit.position or 0, index, rng)
+                run_complete(run_id=run.pk, runner=runners[index], result=_result(values=values))
                 run_settle(run_id=run.pk)
-                busy = None
                 changed = True
                 _culprits_note(culprit_at, clock.now)
             if clock.now >= next_schedule:
@@ -350,28 +233,77 @@ def simulation_run(
                     changed = bool(groups_verify_pending()) or changed
                     _culprits_note(culprit_at, clock.now)
                     next_sweep += SWEEP_PERIOD
-            if busy is None:
+            for index, runner in enumerate(runners):
+                if index in busy:
+                    continue
                 queued = Run.objects.in_dispatch_order().filter(hardware_class=HARDWARE).first()
-                if queued is not None:
-                    claimed = run_claim(run_id=queued.pk, runner=runner)
-                    if claimed is not None:
-                        minutes = max(10.0, rng.gauss(RUN_MINUTES, RUN_SPREAD_MINUTES / 2))
-                        busy = (claimed, clock.now + timedelta(minutes=minutes))
-                        changed = True
-                        node_seconds += minutes * 60
+                if queued is None:
+                    break
+                claimed = run_claim(run_id=queued.pk, runner=runner)
+                if claimed is not None:
+                    minutes = max(10.0, rng.gauss(RUN_MINUTES, RUN_SPREAD_MINUTES / 2))
+                    busy[index] = (claimed, clock.now + timedelta(minutes=minutes))
+                    changed = True
+                    node_seconds += minutes * 60
             if clock.now >= next_report:
-                progress(_progress_line(clock.now, arrived, started))
+                progress(_progress_line(clock.now, start, arrived, started))
                 next_report += timedelta(days=1)
-        report = _score(world=world, culprit_at=culprit_at, seed=seed, days=days, node_seconds=node_seconds)
-    return SimulationReport(**{**report, "wall_s": time.monotonic() - started})
+        outcome = _outcome(world=world, culprit_at=culprit_at, gpu_hours=node_seconds / 3600 * GPUS)
+    runs_by_kind: dict[str, int] = {}
+    for kind in Run.objects.filter(status=RunStatus.SUCCEEDED).values_list("kind", flat=True):
+        runs_by_kind[kind] = runs_by_kind.get(kind, 0) + 1
+    states = dict.fromkeys(GroupState.values, 0)
+    for state in AlertGroup.objects.values_list("state", flat=True):
+        states[state] += 1
+    return SimulationReport(
+        seed=seed,
+        days=days,
+        world=world_name,
+        suites=len(world.suites),
+        runners=len(runners),
+        commits=len(commits),
+        docs_tests_ci=Commit.objects.filter(change_class=ChangeClass.DOCS_TESTS_CI).count(),
+        runs_by_kind=runs_by_kind,
+        runs_by_node=[
+            Run.objects.filter(status=RunStatus.SUCCEEDED, runner=runner).count() for runner in runners
+        ],
+        node_hours=node_seconds / 3600,
+        groups_confirmed=states[GroupState.CONFIRMED],
+        groups_dismissed=states[GroupState.DISMISSED],
+        groups_suspected=states[GroupState.SUSPECTED],
+        scores=scores_compute(outcome),
+        wall_s=time.monotonic() - started,
+    )
 
 
-def _result(*, report: Any) -> Any:
-    import json
+def _commit_store(*, repository: Any, commit: Any, position: int) -> None:
+    """One commit as the commit sync stores it: its class read from its files by the product's classifier."""
+    subject = getattr(commit, "subject", "") or f"simulated change {position} (#{60000 + position})"
+    Commit.objects.create(
+        repository=repository,
+        sha=commit.sha,
+        position=position,
+        committed_at=commit.merged_at,
+        subject=subject,
+        pr_number=subject_pr_number(subject=subject),
+        change_class=change_class_from_paths(paths=commit.paths).value,
+    )
 
+
+def _result(*, values: dict[tuple[int, str], float]) -> Any:
+    """What the runner would report for one run: guidellm's levels with the world's values."""
     from dashboard.benchmarks.services import RunResult
+    from runners.guidellm_report import GuidellmReport, LevelResult
 
-    raw = json.dumps([[level.concurrency, dict(level.metrics)] for level in report.levels]).encode()
+    by_level: dict[int, dict[str, float]] = {}
+    for (concurrency, metric), value in values.items():
+        by_level.setdefault(concurrency, {})[metric] = value
+    levels = tuple(
+        LevelResult(concurrency=concurrency, metrics=metrics)
+        for concurrency, metrics in sorted(by_level.items())
+    )
+    report = GuidellmReport(guidellm_version="simulated", labels={}, levels=levels)
+    raw = json.dumps([[level.concurrency, dict(level.metrics)] for level in levels]).encode()
     return RunResult(
         raw_report=raw,
         report=report,
@@ -384,13 +316,11 @@ def _result(*, report: Any) -> Any:
     )
 
 
-def _progress_line(now: datetime, arrived: int, started: float) -> str:
-    import time
-
+def _progress_line(now: datetime, start: datetime, arrived: int, started: float) -> str:
     counts = {state: AlertGroup.objects.filter(state=state).count() for state in GroupState.values}
     runs = Run.objects.filter(status=RunStatus.SUCCEEDED).count()
     return (
-        f"  day {(now - START).days}: {arrived} commits, {runs} runs, groups "
+        f"  day {(now - start).days}: {arrived} commits, {runs} runs, groups "
         + ", ".join(f"{state} {count}" for state, count in counts.items())
         + f" ({time.monotonic() - started:.0f} s)"
     )
@@ -408,79 +338,118 @@ def _culprits_note(culprit_at: dict[int, datetime], now: datetime) -> None:
         culprit_at[group_id] = now
 
 
-def _score(
-    *, world: World, culprit_at: dict[int, datetime], seed: int, days: int, node_seconds: float
-) -> dict[str, Any]:
-    groups = list(
-        AlertGroup.objects.values_list("pk", "state", "base_commit__position", "head_commit__position")
-    )
-    times = {
-        pk: (created, verdict)
-        for pk, created, verdict in AlertGroup.objects.values_list("pk", "created_at", "state_changed_at")
-    }
-    suites_of: dict[int, set[str]] = {}
-    for group_id, suite in Alert.objects.values_list("group_id", "series__suite__name"):
-        suites_of.setdefault(group_id, set()).add(suite)
-    steps_by_suite: dict[str, list[Step]] = {}
-    for step in world.steps:
-        steps_by_suite.setdefault(step.suite, []).append(step)
+_RANGE = re.compile(r"^(?P<base>[0-9a-f]+)\.\.(?P<head>[0-9a-f]+)")
 
-    def holds_step(group: tuple[int, str, int | None, int | None]) -> bool:
-        group_id, _, base, head = group
-        if base is None or head is None:
-            return False
-        return any(
-            base < step.index <= head
-            for suite in suites_of.get(group_id, ())
-            for step in steps_by_suite.get(suite, [])
+
+def _judged_ranges(positions: dict[str, int]) -> dict[int, tuple[int, int]]:
+    """Each judged group's range when it was judged: the range before the first narrowing after its
+    verdict (read from its triage history), else the range it has now."""
+    ranges: dict[int, tuple[int, int]] = {}
+    for group_id, base, head in AlertGroup.objects.exclude(state=GroupState.SUSPECTED).values_list(
+        "pk", "base_commit__position", "head_commit__position"
+    ):
+        if base is not None and head is not None:
+            ranges[group_id] = (base, head)
+    verdict_event: dict[int, int] = {}
+    for group_id, event_id in (
+        TriageEvent.objects.filter(group_id__in=list(ranges), field="state")
+        .order_by("pk")
+        .values_list("group_id", "pk")
+    ):
+        verdict_event.setdefault(group_id, event_id)
+    seen: set[int] = set()
+    for group_id, event_id, old_value in (
+        TriageEvent.objects.filter(group_id__in=list(ranges), field="range")
+        .order_by("pk")
+        .values_list("group_id", "pk", "old_value")
+    ):
+        if group_id in seen or event_id < verdict_event.get(group_id, 0):
+            continue
+        seen.add(group_id)
+        match = _RANGE.match(old_value)
+        if match and match["base"][:8] in positions and match["head"][:8] in positions:
+            ranges[group_id] = (positions[match["base"][:8]], positions[match["head"][:8]])
+    return ranges
+
+
+def _outcome(*, world: World, culprit_at: dict[int, datetime], gpu_hours: float) -> Outcome:
+    """What the history left in the database, next to the world's truth."""
+    from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
+
+    commits = list(world.commits)
+    steps = tuple(
+        TrueStep(
+            suite=step.suite,
+            commit_index=step.commit_index,
+            moves=dict(step.moves),
+            noise_multiple=step.noise_multiple,
+            merged_at=commits[step.commit_index].merged_at,
+            span=step_span(step),
+            label=str(getattr(step, "label", "")),
         )
-
-    confirmed = [g for g in groups if g[1] == GroupState.CONFIRMED]
-    outcomes = []
-    for step in world.steps:
-        mine = [g for g in confirmed if step.suite in suites_of.get(g[0], ()) and g[2] is not None]
-        exact = [g for g in mine if g[2] == step.index - 1 and g[3] == step.index]
-        in_range = any(g[2] < step.index <= g[3] for g in mine)  # type: ignore[operator]
-        hours = to_group = to_confirmed = None
-        merged = world.commits[step.index].merged_at
-        if exact and exact[0][0] in culprit_at:
-            hours = (culprit_at[exact[0][0]] - merged).total_seconds() / 3600
-            created, verdict = times[exact[0][0]]
-            to_group = (created - merged).total_seconds() / 3600
-            to_confirmed = (verdict - merged).total_seconds() / 3600 if verdict else None
-        outcomes.append(
-            StepOutcome(
-                step=step,
-                noise=step.size_in_noise(world.suites[step.suite]),
-                exact=bool(exact),
-                in_range=in_range,
-                hours_to_culprit=hours,
-                hours_to_group=to_group,
-                hours_to_confirmed=to_confirmed,
+        for step in world.steps
+    )
+    positions = {commit.sha[:8]: index for index, commit in enumerate(commits)}
+    judged = _judged_ranges(positions)
+    rows = {suite.pk: thresholds_for_suite(suite.pk) for suite in Suite.objects.all()}
+    series_of: dict[int, list[GroupSeries]] = {}
+    for group_id, suite_id, suite, concurrency, metric, change_pct in Alert.objects.values_list(
+        "group_id",
+        "series__suite_id",
+        "series__suite__name",
+        "series__concurrency",
+        "series__metric",
+        "change_pct",
+    ):
+        threshold = threshold_resolve(metric=metric, suite_id=suite_id, rows=rows[suite_id])
+        series_of.setdefault(group_id, []).append(
+            GroupSeries(
+                suite=suite,
+                concurrency=concurrency,
+                metric=metric,
+                direction=1 if change_pct > 0 else -1,
+                min_relative_change=threshold.min_relative_change,
             )
         )
-    runs_by_kind: dict[str, int] = {}
-    for kind in Run.objects.filter(status=RunStatus.SUCCEEDED).values_list("kind", flat=True):
-        runs_by_kind[kind] = runs_by_kind.get(kind, 0) + 1
-    extra_hours = 0.0
-    for started_at, finished_at in Run.objects.filter(
-        status=RunStatus.SUCCEEDED, kind__in=("verification", "bisection")
-    ).values_list("started_at", "finished_at"):
-        if started_at is not None and finished_at is not None:
-            extra_hours += (finished_at - started_at).total_seconds() / 3600
-    return {
-        "seed": seed,
-        "days": days,
-        "suites": len(world.suites),
-        "commits": len(world.commits),
-        "docs_only": sum(commit.docs_only for commit in world.commits),
-        "runs_by_kind": runs_by_kind,
-        "node_hours": node_seconds / 3600,
-        "extra_gpu_hours": extra_hours * GPUS,
-        "outcomes": outcomes,
-        "groups_confirmed": len(confirmed),
-        "groups_dismissed": sum(g[1] == GroupState.DISMISSED for g in groups),
-        "groups_suspected": sum(g[1] == GroupState.SUSPECTED for g in groups),
-        "false_confirmed": sum(not holds_step(g) for g in confirmed),
-        "true_dismissed": sum(holds_step(g) for g in groups if g[1] == GroupState.DISMISSED),
-    }
+    notified = []
+    intervals = []
+    for group_id, state, base, head, evidence in AlertGroup.objects.exclude(
+        state=GroupState.SUSPECTED
+    ).values_list("pk", "state", "base_commit__position", "head_commit__position", "evidence"):
+        if base is None or head is None:
+            continue
+        judged_base, judged_head = judged.get(group_id, (base, head))
+        if state == GroupState.CONFIRMED:
+            notified.append(
+                NotifiedGroup(
+                    group_id=group_id,
+                    series=tuple(series_of.get(group_id, ())),
+                    base=base,
+                    head=head,
+                    judged_base=judged_base,
+                    judged_head=judged_head,
+                    culprit_at=culprit_at.get(group_id),
+                )
+            )
+        for verdict in (evidence or {}).get("alerts", []):
+            low, high = verdict.get("ci_low_pct"), verdict.get("ci_high_pct")
+            if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+                continue
+            intervals.append(
+                ShownInterval(
+                    suite=verdict["suite"],
+                    concurrency=int(verdict["concurrency"]),
+                    metric=verdict["metric"],
+                    base=judged_base,
+                    head=judged_head,
+                    low_pct=float(low),
+                    high_pct=float(high),
+                )
+            )
+    return Outcome(
+        steps=steps,
+        notified=tuple(notified),
+        intervals=tuple(intervals),
+        runs=Run.objects.filter(status=RunStatus.SUCCEEDED).count(),
+        gpu_hours=gpu_hours,
+    )
