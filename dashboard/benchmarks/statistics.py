@@ -12,6 +12,10 @@ The rules every page and the detector share:
 - a series' noise comes from repeated runs of one commit where there are any (pooled within-commit
   spread), else from the median absolute deviation of first differences of the commits' values, which a
   level shift barely moves (:func:`noise_estimate`);
+- noise is local: detection scales every point by the noise of the stretch around it
+  (:func:`local_scales`), and a change's interval uses the noise of the points it compares
+  (:func:`noise_of_sides`), never one number for a whole window, so a noisy stretch raises no alarm and
+  a quiet one hides none;
 - a change is the ratio of the medians of the runs after and before, with a Student-t interval that
   pools the runs' own spread with the series' noise and allows for a median's larger variance
   (:func:`change_estimate`); it is *significant* when
@@ -162,7 +166,15 @@ def noise_from_values(values: Values) -> NoiseEstimate:
 def _differences_noise(*, medians: npt.NDArray[np.float64], relative: bool) -> NoiseEstimate:
     if medians.size < 3:
         return replace(NO_NOISE, relative=relative)
-    differences = np.diff(medians)
+    sigma = _differences_sigma(np.diff(medians))
+    degrees = min(MAX_NOISE_DEGREES, (medians.size - 1) / 2.0)
+    return NoiseEstimate(sigma=sigma, degrees_of_freedom=degrees, source="differences", relative=relative)
+
+
+def _differences_sigma(differences: npt.NDArray[np.float64]) -> float:
+    """The noise of values from their first differences."""
+    if differences.size == 0:
+        return 0.0
     deviations = np.abs(differences - np.median(differences))
     mad_sigma = float(np.median(deviations)) * MAD_TO_SIGMA / math.sqrt(2.0)
     # The MAD is blind to level shifts but collapses on quantised or patterned noise (most differences
@@ -170,9 +182,57 @@ def _differences_noise(*, medians: npt.NDArray[np.float64], relative: bool) -> N
     # not. The larger of the two is the noise: underestimating it would make every point an outlier.
     kept = np.sort(deviations)[: max(1, math.ceil(deviations.size * (1.0 - TRIMMED_SHARE)))]
     trimmed_sigma = float(np.sqrt(np.mean(kept**2))) * TRIMMED_TO_SIGMA / math.sqrt(2.0)
-    sigma = max(mad_sigma, trimmed_sigma)
-    degrees = min(MAX_NOISE_DEGREES, (medians.size - 1) / 2.0)
-    return NoiseEstimate(sigma=sigma, degrees_of_freedom=degrees, source="differences", relative=relative)
+    return max(mad_sigma, trimmed_sigma)
+
+
+# First differences on each side of a point that measure its local noise: 41 differences give the
+# noise within about a sixth of itself, and a stretch of doubled noise shows within 20 points.
+LOCAL_NOISE_POINTS = 20
+
+
+def local_scales(signal: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per value, the noise (a standard deviation) of the stretch around it: the rule of
+    :func:`noise_from_values` over the LOCAL_NOISE_POINTS first differences on each side of it.
+
+    `signal` is one value per commit, in commit order, already in the space the noise is measured in
+    (logarithms for strictly positive series). A window that would reach past an end is moved inside,
+    so every value is judged on as many differences; a series shorter than one window gets its own
+    noise everywhere.
+    """
+    signal = np.asarray(signal, dtype=np.float64)
+    size = signal.size
+    span = 2 * LOCAL_NOISE_POINTS
+    if size - 1 < span + 1:
+        return np.full(size, _differences_sigma(np.diff(signal)) if size >= 3 else 0.0)
+    differences = np.diff(signal)
+    windows = np.lib.stride_tricks.sliding_window_view(differences, span)
+    deviations = np.abs(windows - np.median(windows, axis=1, keepdims=True))
+    ordered = np.sort(deviations, axis=1)
+    mad_sigma = ordered[:, (span - 1) // 2 : span // 2 + 1].mean(axis=1) * MAD_TO_SIGMA / math.sqrt(2.0)
+    kept = ordered[:, : max(1, math.ceil(span * (1.0 - TRIMMED_SHARE)))]
+    trimmed_sigma = np.sqrt(np.mean(kept**2, axis=1)) * TRIMMED_TO_SIGMA / math.sqrt(2.0)
+    sigma = np.maximum(mad_sigma, trimmed_sigma)
+    # Window w holds differences w .. w+span-1, that is values w .. w+span: centred on value w+span/2.
+    starts = np.clip(np.arange(size) - LOCAL_NOISE_POINTS, 0, sigma.size - 1)
+    return np.asarray(sigma[starts], dtype=np.float64)
+
+
+def noise_of_sides(*, before: Values, after: Values) -> NoiseEstimate:
+    """The noise of the values on the two sides of a change (one per commit, in commit order), from the
+    differences within each side: the stretch the change is judged on, not the whole series."""
+    left, right = _finite(before, what="the values before"), _finite(after, what="the values after")
+    both = np.concatenate((left, right))
+    relative = bool(both.size) and bool(np.all(both > 0))
+    transform = np.log if relative else np.asarray
+    differences = np.concatenate((np.diff(transform(left)), np.diff(transform(right))))
+    if differences.size < 2:
+        return replace(NO_NOISE, relative=relative)
+    return NoiseEstimate(
+        sigma=_differences_sigma(differences),
+        degrees_of_freedom=min(MAX_NOISE_DEGREES, differences.size / 2.0),
+        source="differences",
+        relative=relative,
+    )
 
 
 def change_estimate(
