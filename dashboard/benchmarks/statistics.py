@@ -13,7 +13,7 @@ The rules every page and the detector share:
   spread), else from the median absolute deviation of first differences of the commits' values, which a
   level shift barely moves (:func:`noise_estimate`);
 - noise is local: detection scales every point by the noise of the stretch around it
-  (:func:`local_scales`), and a change's interval uses the noise of the points it compares
+  (:func:`local_scales`), and a change's interval uses the local noise of the points it compares
   (:func:`noise_of_sides`), never one number for a whole window, so a noisy stretch raises no alarm and
   a quiet one hides none;
 - a change is the ratio of the medians of the runs after and before, with a Student-t interval that
@@ -185,51 +185,63 @@ def _differences_sigma(differences: npt.NDArray[np.float64]) -> float:
     return max(mad_sigma, trimmed_sigma)
 
 
-# First differences on each side of a point that measure its local noise: 41 differences give the
-# noise within about a sixth of itself, and a stretch of doubled noise shows within 20 points.
-LOCAL_NOISE_POINTS = 20
+# First differences on each side of a point that measure its local noise: 30 give the noise within
+# about a fifth of itself, and a stretch of doubled noise shows from its first point.
+LOCAL_NOISE_POINTS = 30
+NOISE_CHANGE_RATIO = 1.5
 
 
 def local_scales(signal: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Per value, the noise (a standard deviation) of the stretch around it: the rule of
-    :func:`noise_from_values` over the LOCAL_NOISE_POINTS first differences on each side of it.
+    """Per value, the noise (a standard deviation) of the stretch around it, from the LOCAL_NOISE_POINTS
+    first differences just before it and those just after it, each side by the rule of
+    :func:`noise_from_values`: pooled when the two sides agree, the larger when they do not.
 
-    `signal` is one value per commit, in commit order, already in the space the noise is measured in
-    (logarithms for strictly positive series). A window that would reach past an end is moved inside,
-    so every value is judged on as many differences; a series shorter than one window gets its own
-    noise everywhere.
+    Two sides, not a centred window: a centred window averages a noisy stretch's first points with the
+    quiet ones before it, and those points then look like a change. `signal` is one value per
+    commit, in commit order, already in the space the noise is measured in (logarithms for strictly
+    positive series). A side that would reach past an end is moved inside; a series shorter than one
+    side gets its own noise everywhere.
     """
     signal = np.asarray(signal, dtype=np.float64)
     size = signal.size
-    span = 2 * LOCAL_NOISE_POINTS
+    span = LOCAL_NOISE_POINTS
     if size - 1 < span + 1:
         return np.full(size, _differences_sigma(np.diff(signal)) if size >= 3 else 0.0)
-    differences = np.diff(signal)
-    windows = np.lib.stride_tricks.sliding_window_view(differences, span)
+    windows = np.lib.stride_tricks.sliding_window_view(np.diff(signal), span)
     deviations = np.abs(windows - np.median(windows, axis=1, keepdims=True))
     ordered = np.sort(deviations, axis=1)
     mad_sigma = ordered[:, (span - 1) // 2 : span // 2 + 1].mean(axis=1) * MAD_TO_SIGMA / math.sqrt(2.0)
     kept = ordered[:, : max(1, math.ceil(span * (1.0 - TRIMMED_SHARE)))]
     trimmed_sigma = np.sqrt(np.mean(kept**2, axis=1)) * TRIMMED_TO_SIGMA / math.sqrt(2.0)
     sigma = np.maximum(mad_sigma, trimmed_sigma)
-    # Window w holds differences w .. w+span-1, that is values w .. w+span: centred on value w+span/2.
-    starts = np.clip(np.arange(size) - LOCAL_NOISE_POINTS, 0, sigma.size - 1)
-    return np.asarray(sigma[starts], dtype=np.float64)
+    # Window w holds differences w .. w+span-1, that is values w .. w+span: it ends at value w+span and
+    # starts at value w.
+    points = np.arange(size)
+    before = sigma[np.clip(points - span, 0, sigma.size - 1)]
+    after = sigma[np.clip(points, 0, sigma.size - 1)]
+    # Alike sides are one stretch: their pooled noise, unbiased. Sides that differ by more than the
+    # sampling error of 30 differences allows are a change of noise: the point takes the larger one.
+    pooled = np.sqrt((before**2 + after**2) / 2.0)
+    differ = np.maximum(before, after) > NOISE_CHANGE_RATIO * np.minimum(before, after)
+    return np.asarray(np.where(differ, np.maximum(before, after), pooled), dtype=np.float64)
 
 
-def noise_of_sides(*, before: Values, after: Values) -> NoiseEstimate:
-    """The noise of the values on the two sides of a change (one per commit, in commit order), from the
-    differences within each side: the stretch the change is judged on, not the whole series."""
-    left, right = _finite(before, what="the values before"), _finite(after, what="the values after")
-    both = np.concatenate((left, right))
-    relative = bool(both.size) and bool(np.all(both > 0))
-    transform = np.log if relative else np.asarray
-    differences = np.concatenate((np.diff(transform(left)), np.diff(transform(right))))
-    if differences.size < 2:
+def noise_of_sides(*, before: Values, after: Values, relative: bool = True) -> NoiseEstimate:
+    """The noise that a change from the `before` values to the `after` values is judged on, from the local
+    noise of each value (:func:`local_scales` of the series at those commits): the one standard deviation
+    that gives the difference of the two sides its variance, so a side in a noisy stretch widens the
+    interval even when it holds a single value."""
+    left = _finite(before, what="the noise before")
+    right = _finite(after, what="the noise after")
+    if left.size == 0 or right.size == 0:
         return replace(NO_NOISE, relative=relative)
+    variance = (float(np.mean(left**2)) / left.size + float(np.mean(right**2)) / right.size) / (
+        1.0 / left.size + 1.0 / right.size
+    )
     return NoiseEstimate(
-        sigma=_differences_sigma(differences),
-        degrees_of_freedom=min(MAX_NOISE_DEGREES, differences.size / 2.0),
+        sigma=math.sqrt(variance),
+        # Each side's scale comes from LOCAL_NOISE_POINTS differences, at about half a degree each.
+        degrees_of_freedom=float(LOCAL_NOISE_POINTS),
         source="differences",
         relative=relative,
     )

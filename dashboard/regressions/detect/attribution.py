@@ -42,7 +42,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dashboard.benchmarks.statistics import NoiseEstimate, change_estimate, noise_from_values
+from dashboard.benchmarks.statistics import (
+    NoiseEstimate,
+    change_estimate,
+    local_scales,
+    noise_from_values,
+    noise_of_sides,
+)
 from dashboard.regressions.detect.detector import change_points_detect
 
 FloatArray = npt.NDArray[np.float64]
@@ -151,7 +157,9 @@ class _Prepared:
     signal: FloatArray  # log values for positive series
     weights: FloatArray
     sigma: float
-    noise: NoiseEstimate
+    scales: FloatArray  # the noise of the stretch around each point (NaN where absent)
+    relative: bool  # scales are fractions of the value (log space)
+    noise: NoiseEstimate | None  # measured from repeats, when given: then the one scale of every point
     usable: BoolArray  # present and not an outlier
     scores: FloatArray  # distance to the nearer side, in σ (NaN where absent)
 
@@ -168,26 +176,36 @@ class _Prepared:
         signal = np.full(values.size, np.nan)
         signal[present] = np.log(values[present]) if relative else values[present]
         noise = history.noise
-        if noise is None or noise.relative != relative or noise.sigma == 0.0:
-            noise = noise_from_values(values[present])
+        scales = np.full(values.size, np.nan)
+        if noise is not None and noise.relative == relative and noise.sigma > 0.0:
+            scales[present] = noise.sigma
+        else:
+            noise = None
+            # Local: a stretch of doubled noise is judged on its own noise, a quiet one on its own.
+            local = local_scales(signal[present])
+            overall = noise_from_values(values[present]).sigma
+            scales[present] = np.where(local > 0.0, local, overall)
+        sigma = float(np.nanmedian(scales)) if present.any() else 0.0
         return cls(
             history=history,
             values=values,
             signal=signal,
             weights=weights,
-            sigma=noise.sigma,
+            sigma=sigma if np.isfinite(sigma) else 0.0,
+            scales=scales,
+            relative=relative,
             noise=noise,
             usable=present.copy(),
-            scores=_side_distances(signal=signal, sigma=noise.sigma),
+            scores=_side_distances(signal=signal, scales=scales),
         )
 
 
-def _side_distances(*, signal: FloatArray, sigma: float) -> FloatArray:
-    """For each present point, its distance in σ to the nearer of the medians of the few points just
-    before and just after it (0 where there is no context)."""
+def _side_distances(*, signal: FloatArray, scales: FloatArray) -> FloatArray:
+    """For each present point, its distance in its local σ to the nearer of the medians of the few points
+    just before and just after it (0 where there is no context)."""
     scores = np.full(signal.size, np.nan)
     present = np.flatnonzero(~np.isnan(signal))
-    if present.size == 0 or sigma == 0.0:
+    if present.size == 0 or not np.all(scales[present] > 0.0):
         return np.where(np.isnan(signal), np.nan, 0.0)
     compact = signal[present]
     padded = np.concatenate((np.full(NEIGHBOURS, np.nan), compact, np.full(NEIGHBOURS, np.nan)))
@@ -195,7 +213,7 @@ def _side_distances(*, signal: FloatArray, sigma: float) -> FloatArray:
     before = _window_nanmedians(windows[: compact.size])
     after = _window_nanmedians(windows[NEIGHBOURS + 1 : NEIGHBOURS + 1 + compact.size])
     with np.errstate(invalid="ignore"):  # all-NaN sides at the ends
-        distance = np.fmin(np.abs(compact - before), np.abs(compact - after)) / sigma
+        distance = np.fmin(np.abs(compact - before), np.abs(compact - after)) / scales[present]
     scores[present] = np.nan_to_num(distance, nan=0.0)
     return scores
 
@@ -323,7 +341,9 @@ def _locate(
 def _step_likelihood(*, item: _Prepared, low: int, high: int) -> FloatArray:
     """Log-likelihood gain of one step before each point in low+1..high-1 over no step, in [low, high)."""
     usable = item.usable[low:high]
-    weights = np.where(usable, item.weights[low:high], 0.0)
+    # Each point weighs by its runs over its local noise variance: a noisy stretch says less.
+    scales = np.nan_to_num(item.scales[low:high], nan=1.0)
+    weights = np.where(usable, item.weights[low:high] / scales**2, 0.0)
     signal = np.where(usable, np.nan_to_num(item.signal[low:high]), 0.0)
     weight_sums = np.cumsum(weights)
     value_sums = np.cumsum(weights * signal)
@@ -336,7 +356,7 @@ def _step_likelihood(*, item: _Prepared, low: int, high: int) -> FloatArray:
             + np.where(right_weight > 0, right_value**2 / right_weight, 0.0)
             - (total_value**2 / total_weight if total_weight > 0 else 0.0)
         )
-    return np.asarray(explained / (2.0 * item.sigma**2), dtype=np.float64)
+    return np.asarray(explained / 2.0, dtype=np.float64)
 
 
 def _series_change(*, item: _Prepared, first: int, last: int, low: int, high: int) -> SeriesChange | None:
@@ -349,7 +369,11 @@ def _series_change(*, item: _Prepared, first: int, last: int, low: int, high: in
     estimate = change_estimate(
         before=item.values[before_points],
         after=item.values[after_points],
-        noise=item.noise,
+        # The local noise of the points compared, not one number for the window: honest where it changes.
+        noise=item.noise
+        or noise_of_sides(
+            before=item.scales[before_points], after=item.scales[after_points], relative=item.relative
+        ),
         min_relative_change=item.history.min_relative_change,
     )
     if (

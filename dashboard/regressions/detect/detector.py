@@ -34,7 +34,7 @@ import numpy.typing as npt
 from scipy import special
 
 from dashboard.benchmarks.direction import kind_for
-from dashboard.benchmarks.statistics import local_scales
+from dashboard.benchmarks.statistics import LOCAL_NOISE_POINTS, local_scales
 
 FloatArray = npt.NDArray[np.float64]
 Positions = npt.NDArray[np.int64] | np.int64
@@ -436,6 +436,9 @@ def _adjacent_p_values(
     difference = np.abs(means[1:] - means[:-1])
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(standard_error > 0.0, difference / standard_error, np.where(difference > 0, np.inf, 0.0))
+    # The weights are estimates from LOCAL_NOISE_POINTS differences each: the test can be no surer of
+    # them than that many degrees of freedom allow, however long the segments.
+    degrees = np.minimum(degrees, float(LOCAL_NOISE_POINTS))
     # special.stdtr(ν, -t) is what stats.t.sf(t, ν) computes, without its per-call argument checks
     # (ν is at least 2·MIN_SEGMENT - 2 here, and t is never negative).
     return np.asarray(2.0 * special.stdtr(degrees, -t), dtype=np.float64)
