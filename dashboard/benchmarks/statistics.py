@@ -12,6 +12,10 @@ The rules every page and the detector share:
 - a series' noise comes from repeated runs of one commit where there are any (pooled within-commit
   spread), else from the median absolute deviation of first differences of the commits' values, which a
   level shift barely moves (:func:`noise_estimate`);
+- noise is local: detection scales every point by the noise of the stretch around it
+  (:func:`local_scales`), and a change's interval uses the local noise of the points it compares
+  (:func:`noise_of_sides`), never one number for a whole window, so a noisy stretch raises no alarm and
+  a quiet one hides none;
 - a change is the ratio of the medians of the runs after and before, with a Student-t interval that
   pools the runs' own spread with the series' noise and allows for a median's larger variance
   (:func:`change_estimate`); it is *significant* when
@@ -162,7 +166,15 @@ def noise_from_values(values: Values) -> NoiseEstimate:
 def _differences_noise(*, medians: npt.NDArray[np.float64], relative: bool) -> NoiseEstimate:
     if medians.size < 3:
         return replace(NO_NOISE, relative=relative)
-    differences = np.diff(medians)
+    sigma = _differences_sigma(np.diff(medians))
+    degrees = min(MAX_NOISE_DEGREES, (medians.size - 1) / 2.0)
+    return NoiseEstimate(sigma=sigma, degrees_of_freedom=degrees, source="differences", relative=relative)
+
+
+def _differences_sigma(differences: npt.NDArray[np.float64]) -> float:
+    """The noise of values from their first differences."""
+    if differences.size == 0:
+        return 0.0
     deviations = np.abs(differences - np.median(differences))
     mad_sigma = float(np.median(deviations)) * MAD_TO_SIGMA / math.sqrt(2.0)
     # The MAD is blind to level shifts but collapses on quantised or patterned noise (most differences
@@ -170,9 +182,69 @@ def _differences_noise(*, medians: npt.NDArray[np.float64], relative: bool) -> N
     # not. The larger of the two is the noise: underestimating it would make every point an outlier.
     kept = np.sort(deviations)[: max(1, math.ceil(deviations.size * (1.0 - TRIMMED_SHARE)))]
     trimmed_sigma = float(np.sqrt(np.mean(kept**2))) * TRIMMED_TO_SIGMA / math.sqrt(2.0)
-    sigma = max(mad_sigma, trimmed_sigma)
-    degrees = min(MAX_NOISE_DEGREES, (medians.size - 1) / 2.0)
-    return NoiseEstimate(sigma=sigma, degrees_of_freedom=degrees, source="differences", relative=relative)
+    return max(mad_sigma, trimmed_sigma)
+
+
+# First differences on each side of a point that measure its local noise: 30 give the noise within
+# about a fifth of itself, and a stretch of doubled noise shows from its first point.
+LOCAL_NOISE_POINTS = 30
+NOISE_CHANGE_RATIO = 1.5
+
+
+def local_scales(signal: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per value, the noise (a standard deviation) of the stretch around it, from the LOCAL_NOISE_POINTS
+    first differences just before it and those just after it, each side by the rule of
+    :func:`noise_from_values`: pooled when the two sides agree, the larger when they do not.
+
+    Two sides, not a centred window: a centred window averages a noisy stretch's first points with the
+    quiet ones before it, and those points then look like a change. `signal` is one value per
+    commit, in commit order, already in the space the noise is measured in (logarithms for strictly
+    positive series). A side that would reach past an end is moved inside; a series shorter than one
+    side gets its own noise everywhere.
+    """
+    signal = np.asarray(signal, dtype=np.float64)
+    size = signal.size
+    span = LOCAL_NOISE_POINTS
+    if size - 1 < span + 1:
+        return np.full(size, _differences_sigma(np.diff(signal)) if size >= 3 else 0.0)
+    windows = np.lib.stride_tricks.sliding_window_view(np.diff(signal), span)
+    deviations = np.abs(windows - np.median(windows, axis=1, keepdims=True))
+    ordered = np.sort(deviations, axis=1)
+    mad_sigma = ordered[:, (span - 1) // 2 : span // 2 + 1].mean(axis=1) * MAD_TO_SIGMA / math.sqrt(2.0)
+    kept = ordered[:, : max(1, math.ceil(span * (1.0 - TRIMMED_SHARE)))]
+    trimmed_sigma = np.sqrt(np.mean(kept**2, axis=1)) * TRIMMED_TO_SIGMA / math.sqrt(2.0)
+    sigma = np.maximum(mad_sigma, trimmed_sigma)
+    # Window w holds differences w .. w+span-1, that is values w .. w+span: it ends at value w+span and
+    # starts at value w.
+    points = np.arange(size)
+    before = sigma[np.clip(points - span, 0, sigma.size - 1)]
+    after = sigma[np.clip(points, 0, sigma.size - 1)]
+    # Alike sides are one stretch: their pooled noise, unbiased. Sides that differ by more than the
+    # sampling error of 30 differences allows are a change of noise: the point takes the larger one.
+    pooled = np.sqrt((before**2 + after**2) / 2.0)
+    differ = np.maximum(before, after) > NOISE_CHANGE_RATIO * np.minimum(before, after)
+    return np.asarray(np.where(differ, np.maximum(before, after), pooled), dtype=np.float64)
+
+
+def noise_of_sides(*, before: Values, after: Values, relative: bool = True) -> NoiseEstimate:
+    """The noise that a change from the `before` values to the `after` values is judged on, from the local
+    noise of each value (:func:`local_scales` of the series at those commits): the one standard deviation
+    that gives the difference of the two sides its variance, so a side in a noisy stretch widens the
+    interval even when it holds a single value."""
+    left = _finite(before, what="the noise before")
+    right = _finite(after, what="the noise after")
+    if left.size == 0 or right.size == 0:
+        return replace(NO_NOISE, relative=relative)
+    variance = (float(np.mean(left**2)) / left.size + float(np.mean(right**2)) / right.size) / (
+        1.0 / left.size + 1.0 / right.size
+    )
+    return NoiseEstimate(
+        sigma=math.sqrt(variance),
+        # Each side's scale comes from LOCAL_NOISE_POINTS differences, at about half a degree each.
+        degrees_of_freedom=float(LOCAL_NOISE_POINTS),
+        source="differences",
+        relative=relative,
+    )
 
 
 def change_estimate(

@@ -124,6 +124,15 @@ class AlertGroup(models.Model):
         blank=True, help_text="Why the range holds more than one commit, when it does"
     )
     magnitude_pct = models.FloatField(default=0.0, help_text="Largest |change| among its alerts, in %")
+    # A dismissed group is closed: a change found next to it later opens this group, which names it.
+    follows = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="followed_by",
+        help_text="The dismissed group next to this one when it was opened",
+    )
     status = models.CharField(
         max_length=20, choices=TriageStatus.choices, default=TriageStatus.UNTRIAGED, db_index=True
     )

@@ -67,7 +67,8 @@ def test_one_change_in_throughput_and_ttft_at_one_commit_is_one_change(seed) -> 
 
 
 def test_a_series_missing_points_is_located_from_the_points_it_has() -> None:
-    histories = suite_history(seed=3, steps={("throughput", 16): [(STEP, -0.08)]})
+    # (Seed 3 put the point before the gap halfway between the levels: ambiguous whatever the rule.)
+    histories = suite_history(seed=4, steps={("throughput", 16): [(STEP, -0.08)]})
     number = list(SUITE).index(("throughput", 16))
     values = np.asarray(histories[number].values).copy()
     values[STEP - 5 : STEP - 1] = math.nan  # four runs that did not measure this series

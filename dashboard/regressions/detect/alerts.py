@@ -48,8 +48,9 @@ logger = logging.getLogger(__name__)
 EDGE_MARGIN = 20
 
 
-# A change located within this many benchmarked points of a group of the same suite and hardware class
-# is that group's change seen again with more (or other) data, not a second change.
+# A change located within this many benchmarked points of a group of the same suite and hardware class,
+# where this analysis locates nothing else, is that group's change seen again with other data (a point
+# more on one side moves a weak step by one or two), not a second change.
 SAME_CHANGE_POINTS = 2
 
 
@@ -79,20 +80,33 @@ class _KnownGroup:
     head_commit_id: int
     base_position: int | None
     head_position: int | None
+    state: str = GroupState.SUSPECTED
 
-    def same_change(self, *, base: WindowCommit, head: WindowCommit, index_of: dict[int, int]) -> bool:
-        """Whether a change located now is this group's, seen again with other commits benchmarked."""
-        if (
+    @property
+    def closed(self) -> bool:
+        """A dismissed group takes no alerts: a change near it is a new one."""
+        return self.state == GroupState.DISMISSED
+
+    def overlaps(self, *, base: WindowCommit, head: WindowCommit) -> bool:
+        """Whether the ranges (base, head] share a commit: one change, split or not by runs in between."""
+        return (
             self.base_position is not None
             and self.head_position is not None
             and base.position is not None
             and head.position is not None
-            # Ranges (base, head] that share a commit are one change, split or not by runs in between.
             and max(self.base_position, base.position) < min(self.head_position, head.position)
-        ):
-            return True
+        )
+
+    def near(self, *, head: WindowCommit, index_of: dict[int, int]) -> bool:
+        """Whether a change ending at `head` lies within SAME_CHANGE_POINTS benchmarked points of this one."""
         index = index_of.get(self.head_commit_id)
         return index is not None and abs(index - index_of[head.commit_id]) <= SAME_CHANGE_POINTS
+
+    @property
+    def width(self) -> float:
+        if self.base_position is None or self.head_position is None:
+            return float("inf")
+        return float(self.head_position - self.base_position)
 
     def narrowed_by(self, *, base: WindowCommit, head: WindowCommit) -> bool:
         """Whether (base, head] lies inside this group's range and is shorter: points measured inside it."""
@@ -103,6 +117,54 @@ class _KnownGroup:
             and head.position <= self.head_position  # type: ignore[operator]
             and (base.commit_id, head.commit_id) != (self.base_commit_id, self.head_commit_id)
         )
+
+
+def _same_group(
+    *,
+    known: Sequence[_KnownGroup],
+    claimed: set[int],
+    located: Sequence[tuple[WindowCommit, WindowCommit]],
+    base: WindowCommit,
+    head: WindowCommit,
+    index_of: dict[int, int],
+) -> _KnownGroup | None:
+    """The open group that a change located at (base, head] belongs to, if any.
+
+    First the narrowest group whose range overlaps it; else a group a point or two away that no change of
+    this analysis overlaps (the same change, placed one or two points apart by other data). Each group is
+    taken by one change of an analysis: a second change in its range is a second change. A dismissed group
+    is never the answer.
+    """
+    open_groups = [group for group in known if not group.closed and group.group_id not in claimed]
+    overlapping = [group for group in open_groups if group.overlaps(base=base, head=head)]
+    if overlapping:
+        return min(overlapping, key=lambda group: (group.width, group.group_id))
+    return next(
+        (
+            group
+            for group in open_groups
+            if group.near(head=head, index_of=index_of)
+            and not any(
+                group.overlaps(base=other_base, head=other_head) for other_base, other_head in located
+            )
+        ),
+        None,
+    )
+
+
+def _dismissed_near(
+    *, known: Sequence[_KnownGroup], base: WindowCommit, head: WindowCommit, index_of: dict[int, int]
+) -> _KnownGroup | None:
+    """A dismissed group at or next to (base, head]: the new group that opens there links it."""
+    return next(
+        (
+            group
+            for group in known
+            if group.closed
+            and (group.overlaps(base=base, head=head) or group.near(head=head, index_of=index_of))
+        ),
+        None,
+    )
 
 
 def _group_narrow(*, known: _KnownGroup, base: WindowCommit, head: WindowCommit) -> bool:
@@ -209,9 +271,16 @@ def _window_analyse(
         for row in AlertGroup.objects.filter(alerts__series__in=series)
         .distinct()
         .values_list(
-            "pk", "base_commit_id", "head_commit_id", "base_commit__position", "head_commit__position"
+            "pk",
+            "base_commit_id",
+            "head_commit_id",
+            "base_commit__position",
+            "head_commit__position",
+            "state",
         )
     ]
+    located_ranges = [(commits[change.first - 1], commits[change.last]) for change in located]
+    claimed: set[int] = set()
     created_count = 0
     group_ids: set[int] = set()
     for change in located:
@@ -221,17 +290,34 @@ def _window_analyse(
             continue
         base, head = commits[change.first - 1], commits[change.last]
         reason = _range_reason(change=change, commits=commits)
-        same = next(
-            (group for group in known if group.same_change(base=base, head=head, index_of=index_of)), None
+        same = _same_group(
+            known=known, claimed=claimed, located=located_ranges, base=base, head=head, index_of=index_of
         )
         if same is None:
+            if any(
+                group.closed
+                and (group.base_commit_id, group.head_commit_id) == (base.commit_id, head.commit_id)
+                for group in known
+            ):
+                continue  # the dismissed change itself, seen again: its verdict stands
+            dismissed = _dismissed_near(known=known, base=base, head=head, index_of=index_of)
             group, _ = AlertGroup.objects.get_or_create(
                 base_commit_id=base.commit_id,
                 head_commit_id=head.commit_id,
-                defaults={"kind": GroupKind.REGRESSION, "range_reason": reason},
+                defaults={
+                    "kind": GroupKind.REGRESSION,
+                    "range_reason": reason,
+                    "follows_id": dismissed.group_id if dismissed else None,
+                },
             )
+            if group.state == GroupState.DISMISSED:
+                continue  # a dismissed group of another suite's alerts at this very range
             group_id = group.pk
-            known.append(_KnownGroup(group_id, base.commit_id, head.commit_id, base.position, head.position))
+            known.append(
+                _KnownGroup(
+                    group_id, base.commit_id, head.commit_id, base.position, head.position, group.state
+                )
+            )
         else:
             group_id = same.group_id
             if same.narrowed_by(base=base, head=head) and _group_narrow(known=same, base=base, head=head):
@@ -248,6 +334,7 @@ def _window_analyse(
                     for group in known
                 ]
                 AlertGroup.objects.filter(pk=group_id).update(range_reason=reason)
+        claimed.add(group_id)
         moved = [
             (by_id[int(cast(int, series_change.key))], series_change) for series_change in change.changes
         ]

@@ -12,8 +12,13 @@ located once, at one range of benchmarked points, with every series that moved t
    slow run just before a regression used to take the blame.
 2. **Candidates.** Each series' own change points (:func:`detection.change_points_detect`, the detector
    measured best in notes/change-points.md) over the points that are left.
-3. **Clusters.** Candidates of different series within two benchmarked points of each other are one
-   change; two candidates of one series never are (the detector keeps them at least three points apart).
+   A commit measured three or more times is never an outlier (the median of its runs already discounts
+   a slow one); when its median fits neither side, it is a level of its own: a change before it and one
+   after it are both candidates, which is how a step reverted one commit later, or two steps one commit
+   apart, are told from one step once the culprit search has repeated that commit.
+3. **Clusters.** Each candidate first gets its own range in its own series (step 4 on that series alone,
+   between its neighbouring candidates). Candidates of different series whose ranges overlap are one
+   change; candidates whose ranges do not overlap, and two candidates of one series, never are.
 4. **Location.** For each change, the profile log-likelihood of a single step at every point between its
    neighbouring changes, summed over the series that saw it (each weighted by its points' run counts and
    scaled by its own noise). The step lies at the maximum; every point whose likelihood is within
@@ -37,7 +42,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dashboard.benchmarks.statistics import NoiseEstimate, change_estimate, noise_from_values
+from dashboard.benchmarks.statistics import (
+    NoiseEstimate,
+    change_estimate,
+    local_scales,
+    noise_from_values,
+    noise_of_sides,
+)
 from dashboard.regressions.detect.detector import change_points_detect
 
 FloatArray = npt.NDArray[np.float64]
@@ -46,7 +57,10 @@ BoolArray = npt.NDArray[np.bool_]
 NEIGHBOURS = 3
 POINT_OUTLIER_SIGMAS = 5.0
 RUN_OUTLIER_SIGMAS = 3.0
-SAME_CHANGE_POINTS = 2
+# A commit with this many runs is a level of its own, never an outlier: its median discounts a slow run.
+REPEATED_RUNS = 3
+# How far, in standard errors of its median, a repeated commit must lie from both sides to be a level.
+LEVEL_SIGMAS = 5.0
 LOCATION_ALPHA = 0.02
 LOCATION_SLACK = math.log(2.0 / LOCATION_ALPHA)
 # How many points on each side locate a change and measure its size.
@@ -106,7 +120,7 @@ def changes_locate(*, series: Sequence[SeriesHistory]) -> list[LocatedChange]:
         raise HistoryInvalid("every series must have one value (or NaN) per benchmarked point")
     _outliers_mark(prepared)
 
-    candidates: list[tuple[int, int]] = []  # (first point after the change, series number)
+    candidates: set[tuple[int, int]] = set()  # (first point after the change, series number)
     for number, item in enumerate(prepared):
         used = np.flatnonzero(item.usable)
         if used.size == 0 or item.sigma == 0.0:
@@ -116,13 +130,18 @@ def changes_locate(*, series: Sequence[SeriesHistory]) -> list[LocatedChange]:
             min_relative_change=item.history.min_relative_change,
             p_threshold=item.history.p_threshold,
         ):
-            candidates.append((int(used[change.index]), number))
-    clusters = _clusters(sorted(candidates))
+            candidates.add((int(used[change.index]), number))
+        candidates.update((point, number) for point in _level_edges(item=item))
+    clusters = _clusters(prepared=prepared, candidates=sorted(candidates))
 
     located: list[LocatedChange] = []
     floor = 0
     for position, cluster in enumerate(clusters):
-        ceiling = min(clusters[position + 1][0][0], length) if position + 1 < len(clusters) else length
+        ceiling = (
+            min(length, min(index for index, _ in clusters[position + 1]))
+            if position + 1 < len(clusters)
+            else length
+        )
         found = _locate(prepared=prepared, cluster=cluster, floor=floor, ceiling=ceiling)
         if found is None:
             continue
@@ -138,7 +157,9 @@ class _Prepared:
     signal: FloatArray  # log values for positive series
     weights: FloatArray
     sigma: float
-    noise: NoiseEstimate
+    scales: FloatArray  # the noise of the stretch around each point (NaN where absent)
+    relative: bool  # scales are fractions of the value (log space)
+    noise: NoiseEstimate | None  # measured from repeats, when given: then the one scale of every point
     usable: BoolArray  # present and not an outlier
     scores: FloatArray  # distance to the nearer side, in σ (NaN where absent)
 
@@ -155,26 +176,36 @@ class _Prepared:
         signal = np.full(values.size, np.nan)
         signal[present] = np.log(values[present]) if relative else values[present]
         noise = history.noise
-        if noise is None or noise.relative != relative or noise.sigma == 0.0:
-            noise = noise_from_values(values[present])
+        scales = np.full(values.size, np.nan)
+        if noise is not None and noise.relative == relative and noise.sigma > 0.0:
+            scales[present] = noise.sigma
+        else:
+            noise = None
+            # Local: a stretch of doubled noise is judged on its own noise, a quiet one on its own.
+            local = local_scales(signal[present])
+            overall = noise_from_values(values[present]).sigma
+            scales[present] = np.where(local > 0.0, local, overall)
+        sigma = float(np.nanmedian(scales)) if present.any() else 0.0
         return cls(
             history=history,
             values=values,
             signal=signal,
             weights=weights,
-            sigma=noise.sigma,
+            sigma=sigma if np.isfinite(sigma) else 0.0,
+            scales=scales,
+            relative=relative,
             noise=noise,
             usable=present.copy(),
-            scores=_side_distances(signal=signal, sigma=noise.sigma),
+            scores=_side_distances(signal=signal, scales=scales),
         )
 
 
-def _side_distances(*, signal: FloatArray, sigma: float) -> FloatArray:
-    """For each present point, its distance in σ to the nearer of the medians of the few points just
-    before and just after it (0 where there is no context)."""
+def _side_distances(*, signal: FloatArray, scales: FloatArray) -> FloatArray:
+    """For each present point, its distance in its local σ to the nearer of the medians of the few points
+    just before and just after it (0 where there is no context)."""
     scores = np.full(signal.size, np.nan)
     present = np.flatnonzero(~np.isnan(signal))
-    if present.size == 0 or sigma == 0.0:
+    if present.size == 0 or not np.all(scales[present] > 0.0):
         return np.where(np.isnan(signal), np.nan, 0.0)
     compact = signal[present]
     padded = np.concatenate((np.full(NEIGHBOURS, np.nan), compact, np.full(NEIGHBOURS, np.nan)))
@@ -182,7 +213,7 @@ def _side_distances(*, signal: FloatArray, sigma: float) -> FloatArray:
     before = _window_nanmedians(windows[: compact.size])
     after = _window_nanmedians(windows[NEIGHBOURS + 1 : NEIGHBOURS + 1 + compact.size])
     with np.errstate(invalid="ignore"):  # all-NaN sides at the ends
-        distance = np.fmin(np.abs(compact - before), np.abs(compact - after)) / sigma
+        distance = np.fmin(np.abs(compact - before), np.abs(compact - after)) / scales[present]
     scores[present] = np.nan_to_num(distance, nan=0.0)
     return scores
 
@@ -211,21 +242,63 @@ def _outliers_mark(prepared: list[_Prepared]) -> None:
     outlying_runs = (far.sum(axis=0) >= np.maximum(2, np.ceil(measured / 2.0))) & (measured >= 2)
     for item in prepared:
         point_outliers = np.nan_to_num(item.scores, nan=0.0) > POINT_OUTLIER_SIGMAS
-        item.usable &= ~(point_outliers | outlying_runs)
+        item.usable &= ~((point_outliers | outlying_runs) & (item.weights < REPEATED_RUNS))
 
 
-def _clusters(candidates: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
-    clusters: list[list[tuple[int, int]]] = []
+def _level_edges(*, item: _Prepared) -> list[int]:
+    """The points just before and just after each repeated commit whose median fits neither side: a
+    commit measured that often is a level of its own, however short."""
+    repeated = (item.weights >= REPEATED_RUNS) & item.usable
+    # The standard error of a median of n runs is about σ·√(1.35/n) for the few runs of a commit.
+    precision = np.sqrt(item.weights / 1.352)
+    far = np.nan_to_num(item.scores, nan=0.0) * precision > LEVEL_SIGMAS
+    edges: list[int] = []
+    for point in np.flatnonzero(repeated & far).tolist():
+        edges.append(point)
+        if point + 1 < item.values.size:
+            edges.append(point + 1)
+    return edges
+
+
+def _candidate_range(*, item: _Prepared, index: int, low: int, high: int) -> tuple[int, int]:
+    """The points that may be the first after a candidate's change, from its own series alone."""
+    low, high = max(low, index - CONTEXT_POINTS), min(high, index + CONTEXT_POINTS)
+    if high - low < 2:
+        return index, index
+    likelihood = _step_likelihood(item=item, low=low, high=high)
+    possible = np.flatnonzero(likelihood >= likelihood.max() - LOCATION_SLACK)
+    return low + 1 + int(possible.min()), low + 1 + int(possible.max())
+
+
+def _clusters(*, prepared: list[_Prepared], candidates: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """Candidates of different series whose own ranges overlap, as one change each, in order.
+
+    Ranges, not distances: two changes two points apart whose series each place them exactly are two
+    changes, and one change that a noisy series places loosely is still one.
+    """
+    by_series: dict[int, list[int]] = {}
     for index, number in candidates:
+        by_series.setdefault(number, []).append(index)
+    ranged: list[tuple[int, int, int, int]] = []  # (first, last, index, series number)
+    for number, indices in by_series.items():
+        for position, index in enumerate(indices):
+            low = indices[position - 1] if position else 0
+            high = indices[position + 1] if position + 1 < len(indices) else prepared[number].values.size
+            first, last = _candidate_range(item=prepared[number], index=index, low=low, high=high)
+            ranged.append((first, last, index, number))
+    ranged.sort()
+    clusters: list[list[tuple[int, int]]] = []
+    reach = -1
+    for first, last, index, number in ranged:
         current = clusters[-1] if clusters else None
-        if (
-            current is not None
-            and index - current[0][0] <= SAME_CHANGE_POINTS
-            and all(member != number for _, member in current)
-        ):
+        if current is not None and first <= reach and all(member != number for _, member in current):
             current.append((index, number))
+            reach = max(reach, last)
         else:
             clusters.append([(index, number)])
+            reach = last
+    for cluster in clusters:
+        cluster.sort()
     return clusters
 
 
@@ -268,7 +341,9 @@ def _locate(
 def _step_likelihood(*, item: _Prepared, low: int, high: int) -> FloatArray:
     """Log-likelihood gain of one step before each point in low+1..high-1 over no step, in [low, high)."""
     usable = item.usable[low:high]
-    weights = np.where(usable, item.weights[low:high], 0.0)
+    # Each point weighs by its runs over its local noise variance: a noisy stretch says less.
+    scales = np.nan_to_num(item.scales[low:high], nan=1.0)
+    weights = np.where(usable, item.weights[low:high] / scales**2, 0.0)
     signal = np.where(usable, np.nan_to_num(item.signal[low:high]), 0.0)
     weight_sums = np.cumsum(weights)
     value_sums = np.cumsum(weights * signal)
@@ -281,7 +356,7 @@ def _step_likelihood(*, item: _Prepared, low: int, high: int) -> FloatArray:
             + np.where(right_weight > 0, right_value**2 / right_weight, 0.0)
             - (total_value**2 / total_weight if total_weight > 0 else 0.0)
         )
-    return np.asarray(explained / (2.0 * item.sigma**2), dtype=np.float64)
+    return np.asarray(explained / 2.0, dtype=np.float64)
 
 
 def _series_change(*, item: _Prepared, first: int, last: int, low: int, high: int) -> SeriesChange | None:
@@ -294,7 +369,11 @@ def _series_change(*, item: _Prepared, first: int, last: int, low: int, high: in
     estimate = change_estimate(
         before=item.values[before_points],
         after=item.values[after_points],
-        noise=item.noise,
+        # The local noise of the points compared, not one number for the window: honest where it changes.
+        noise=item.noise
+        or noise_of_sides(
+            before=item.scales[before_points], after=item.scales[after_points], relative=item.relative
+        ),
         min_relative_change=item.history.min_relative_change,
     )
     if (

@@ -4,13 +4,16 @@ The method is the one that measured best in shared/notes/change-points.md:
 
 1. log space for strictly positive series, so a 5 % step has the same size at any level and
    multiplicative noise becomes additive;
-2. a noise scale from the median absolute deviation of first differences (blind to level shifts), and a
-   Hampel filter that replaces isolated outliers by a rolling median;
+2. a noise scale for every point from the first differences around it (``statistics.local_scales``:
+   their median absolute deviation, blind to level shifts; local, so a stretch of doubled noise is
+   judged on its own noise and a quiet one on its own), and a Hampel filter that replaces isolated
+   outliers by the median of each point and its two neighbours;
 3. seeded binary segmentation (Kovács, Li, Bühlmann & Munk 2020): CUSUM statistics over a deterministic
-   set of intervals, narrowest-over-threshold selection (Baranowski, Chen & Fryzlewicz 2019);
+   set of intervals, narrowest-over-threshold selection (Baranowski, Chen & Fryzlewicz 2019); each point
+   weighs by its inverse noise variance, the CUSUM of heteroscedastic data;
 4. the noise scale corrected for lag-1 autocorrelation of the residuals (long-run variance), then 3 again;
 5. bottom-up pruning: the weakest change point is dropped until every survivor passes a pooled two-sample
-   t-test and the minimum relative change.
+   t-test (on the same weights) and the minimum relative change.
 
 The input holds only benchmarked points, in commit order and without NaN; the caller maps indices back to
 commits. A change at ``index`` i means the culprit lies in the commit range after point i-1 up to and
@@ -31,18 +34,21 @@ import numpy.typing as npt
 from scipy import special
 
 from dashboard.benchmarks.direction import kind_for
+from dashboard.benchmarks.statistics import LOCAL_NOISE_POINTS, local_scales
 
 FloatArray = npt.NDArray[np.float64]
+Positions = npt.NDArray[np.int64] | np.int64
 
 MIN_SEGMENT = 3
-HAMPEL_HALF_WINDOW = 3
+# One point on each side: only an isolated outlier is replaced; a short excursion (a change reverted a
+# few commits later) keeps its points, since the median of seven would hide three of them.
+HAMPEL_HALF_WINDOW = 1
 HAMPEL_SIGMAS = 5.0
 THRESHOLD_FACTOR = 1.3
 MAX_AUTOCORRELATION = 0.9
 RESCAN_REACH = 4 * MIN_SEGMENT
+REFINE_REACH = 10 * MIN_SEGMENT
 AUTOCORRELATION_ROUNDS = 3
-# MAD of a standard normal is 0.6745 σ; differences of iid noise have √2 σ.
-MAD_TO_SIGMA = 1.0 / 0.6744897501960817
 
 
 class SeriesInvalid(ValueError):
@@ -79,34 +85,40 @@ def change_points_detect(
 
     log_space = bool(np.all(raw > 0))
     signal = np.log(raw) if log_space else raw
-    sigma = _noise_scale(signal=signal)
-    if sigma == 0.0:
-        return []
+    sigma = local_scales(signal)
+    if not np.all(sigma > 0.0):
+        # Quantised or noiseless stretches: the whole series' scale stands in where a stretch has none.
+        overall = float(np.std(np.diff(signal))) / np.sqrt(2.0)
+        if overall == 0.0:
+            return []
+        sigma = np.where(sigma > 0.0, sigma, overall)
     cleaned = _hampel(signal=signal, sigma=sigma)
+    weights = 1.0 / sigma**2
+    sums = _Sums.of(values=cleaned, weights=weights)
 
-    prefix = np.concatenate(([0.0], np.cumsum(cleaned)))
     threshold = THRESHOLD_FACTOR * np.sqrt(2.0 * np.log(cleaned.size))
     intervals = _seeded_intervals(length=cleaned.size)
-    boundaries = _boundaries_find(prefix=prefix, intervals=intervals, scale=sigma, threshold=threshold)
+    boundaries = _boundaries_find(sums=sums, intervals=intervals, inflation=1.0, threshold=threshold)
 
     autocorrelation = 0.0
     for _ in range(AUTOCORRELATION_ROUNDS):
         # Fitting too many segments hides autocorrelation in the residuals, so the estimate only grows:
         # each round refits with the corrected scale and looks again.
-        estimate = _residual_autocorrelation(values=cleaned, prefix=prefix, boundaries=boundaries)
+        estimate = _residual_autocorrelation(values=cleaned, sigma=sigma, sums=sums, boundaries=boundaries)
         if estimate <= autocorrelation + 0.01:
             break
         autocorrelation = estimate
         # MAD of differences estimates σ·√(1-ρ) under AR(1) noise; the long-run standard deviation that
         # governs segment means is σ·√((1+ρ)/(1-ρ)) = that estimate · √(1+ρ)/(1-ρ).
-        long_run_sigma = sigma * np.sqrt(1.0 + autocorrelation) / (1.0 - autocorrelation)
+        inflation = np.sqrt(1.0 + autocorrelation) / (1.0 - autocorrelation)
         boundaries = _boundaries_find(
-            prefix=prefix, intervals=intervals, scale=long_run_sigma, threshold=threshold
+            sums=sums, intervals=intervals, inflation=inflation, threshold=threshold
         )
 
     # Centring keeps the running sums of squares in the t-test free of cancellation.
     tests = _SegmentTests(
         values=cleaned - np.median(cleaned),
+        weights=weights,
         original=np.exp(cleaned) if log_space else cleaned,
         autocorrelation=autocorrelation,
         min_relative_change=min_relative_change,
@@ -115,27 +127,46 @@ def change_points_detect(
     return tests.describe(boundaries=tests.prune(boundaries=boundaries))
 
 
+@dataclass(frozen=True)
+class _Sums:
+    """Running sums of the weights and of the weighted values: any segment's weighted mean in O(1)."""
+
+    weight: FloatArray
+    value: FloatArray
+
+    @classmethod
+    def of(cls, *, values: FloatArray, weights: FloatArray) -> _Sums:
+        return cls(
+            weight=np.concatenate(([0.0], np.cumsum(weights))),
+            value=np.concatenate(([0.0], np.cumsum(weights * values))),
+        )
+
+    def contrast(self, *, starts: Positions, splits: Positions, ends: Positions) -> FloatArray:
+        """|mean after − mean before| of each split in standard errors (the weighted CUSUM statistic)."""
+        left_weight = self.weight[splits] - self.weight[starts]
+        right_weight = self.weight[ends] - self.weight[splits]
+        left_mean = (self.value[splits] - self.value[starts]) / left_weight
+        right_mean = (self.value[ends] - self.value[splits]) / right_weight
+        return np.asarray(
+            np.abs(left_mean - right_mean) / np.sqrt(1.0 / left_weight + 1.0 / right_weight), dtype=np.float64
+        )
+
+
 def change_point_kind(*, change: ChangePoint, higher_is_better: bool) -> Literal["regression", "improvement"]:
     """Whether a change made the metric better or worse, given which way is better for it."""
     return kind_for(change_pct=change.change_pct, higher_is_better=higher_is_better)
 
 
-def _noise_scale(*, signal: FloatArray) -> float:
-    differences = np.diff(signal)
-    mad = float(np.median(np.abs(differences - np.median(differences))))
-    if mad > 0.0:
-        return mad * MAD_TO_SIGMA / np.sqrt(2.0)
-    # Quantised or noiseless data can have a zero MAD; the plain deviation still sees real steps.
-    return float(np.std(differences)) / np.sqrt(2.0)
-
-
-def _hampel(*, signal: FloatArray, sigma: float) -> FloatArray:
+def _hampel(*, signal: FloatArray, sigma: FloatArray) -> FloatArray:
     """Replace points further than HAMPEL_SIGMAS·σ from their rolling median by that median."""
-    # Reflecting at the ends keeps an outlier at position 0 from filling most of its own window.
-    padded = np.pad(signal, HAMPEL_HALF_WINDOW, mode="reflect")
-    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * HAMPEL_HALF_WINDOW + 1)
+    windows = np.lib.stride_tricks.sliding_window_view(signal, 2 * HAMPEL_HALF_WINDOW + 1)
     # The middle of each sorted odd-sized window is exactly what np.median returns, without its overhead.
-    medians = np.sort(windows, axis=1)[:, HAMPEL_HALF_WINDOW]
+    centred = np.sort(windows, axis=1)[:, HAMPEL_HALF_WINDOW]
+    # A point near an end takes the first (last) full window: a reflected one would let an outlier next
+    # to the end fill most of the end point's window and replace the end point instead.
+    medians = np.concatenate(
+        (np.repeat(centred[:1], HAMPEL_HALF_WINDOW), centred, np.repeat(centred[-1:], HAMPEL_HALF_WINDOW))
+    )
     outliers = np.abs(signal - medians) > HAMPEL_SIGMAS * sigma
     return np.where(outliers, medians, signal)
 
@@ -170,13 +201,10 @@ def _seeded_intervals(*, length: int) -> tuple[_Intervals, ...]:
 
 @dataclass(frozen=True)
 class _LayerGeometry:
-    """What the CUSUM of one layer of intervals needs besides the data: the same for every series of a
-    length, so it is computed once per length (values as the loop computed them, to the bit)."""
+    """Where the CUSUM of one layer of intervals may split: the same for every series of a length, so it
+    is computed once per length."""
 
     splits: npt.NDArray[np.int64]
-    left_count: FloatArray
-    right_count: FloatArray
-    balance: FloatArray  # sqrt(left · right / width)
     rows: npt.NDArray[np.int64]
     last_offset: int
 
@@ -187,14 +215,9 @@ def _geometry_for(*, length: int) -> tuple[_LayerGeometry, ...]:
     for layer in _seeded_intervals(length=length):
         width = int(layer.ends[0] - layer.starts[0])
         offsets = np.arange(MIN_SEGMENT, width - MIN_SEGMENT + 1)
-        left_count = offsets[None, :].astype(np.float64)
-        right_count = width - left_count
         geometry.append(
             _LayerGeometry(
                 splits=layer.starts[:, None] + offsets[None, :],
-                left_count=left_count,
-                right_count=right_count,
-                balance=np.sqrt(left_count * right_count / width),
                 rows=np.arange(layer.starts.size),
                 last_offset=offsets.size - 1,
             )
@@ -203,24 +226,25 @@ def _geometry_for(*, length: int) -> tuple[_LayerGeometry, ...]:
 
 
 def _narrowest_over_threshold(
-    *, prefix: FloatArray, intervals: Sequence[_Intervals], scale: float, threshold: float
+    *, sums: _Sums, intervals: Sequence[_Intervals], inflation: float, threshold: float
 ) -> list[int]:
     """Boundaries picked by narrowest-over-threshold among the seeded intervals, sorted."""
+    length = sums.weight.size - 1
     candidate_starts: list[npt.NDArray[np.int64]] = []
     candidate_ends: list[npt.NDArray[np.int64]] = []
     candidate_splits: list[npt.NDArray[np.int64]] = []
     candidate_scores: list[FloatArray] = []
-    for layer, geometry in zip(intervals, _geometry_for(length=prefix.size - 1), strict=True):
-        starts, ends, splits = layer.starts[:, None], layer.ends[:, None], geometry.splits
-        left_mean = (prefix[splits] - prefix[starts]) / geometry.left_count
-        right_mean = (prefix[ends] - prefix[splits]) / geometry.right_count
-        cusum = geometry.balance * np.abs(left_mean - right_mean) / scale
+    for layer, geometry in zip(intervals, _geometry_for(length=length), strict=True):
+        splits = geometry.splits
+        cusum = (
+            sums.contrast(starts=layer.starts[:, None], splits=splits, ends=layer.ends[:, None]) / inflation
+        )
         best = np.argmax(cusum, axis=1)
         rows = geometry.rows
         # A maximum on the last allowed split inside the series means the change may lie just outside
         # this interval, where the minimum segment forbids it: a wider interval places it correctly.
         cut_short = ((best == 0) & (layer.starts > 0)) | (
-            (best == geometry.last_offset) & (layer.ends < prefix.size - 1)
+            (best == geometry.last_offset) & (layer.ends < length)
         )
         over = (cusum[rows, best] > threshold) & ~cut_short
         candidate_starts.append(layer.starts[over])
@@ -247,15 +271,38 @@ def _narrowest_over_threshold(
 
 
 def _boundaries_find(
-    *, prefix: FloatArray, intervals: Sequence[_Intervals], scale: float, threshold: float
+    *, sums: _Sums, intervals: Sequence[_Intervals], inflation: float, threshold: float
 ) -> list[int]:
-    chosen = _narrowest_over_threshold(prefix=prefix, intervals=intervals, scale=scale, threshold=threshold)
-    return _segments_rescan(prefix=prefix, boundaries=chosen, scale=scale, threshold=threshold)
+    chosen = _narrowest_over_threshold(
+        sums=sums, intervals=intervals, inflation=inflation, threshold=threshold
+    )
+    rescanned = _segments_rescan(sums=sums, boundaries=chosen, inflation=inflation, threshold=threshold)
+    return _boundaries_refine(sums=sums, boundaries=rescanned)
 
 
-def _segments_rescan(
-    *, prefix: FloatArray, boundaries: list[int], scale: float, threshold: float
-) -> list[int]:
+def _boundaries_refine(*, sums: _Sums, boundaries: list[int]) -> list[int]:
+    """Move each boundary to the best split near it, between its neighbours.
+
+    The interval that found a boundary depends on which intervals passed the threshold, and that moves
+    as points are appended (the threshold grows with the length); the best split among the points near
+    it depends only on those points.
+    """
+    length = sums.weight.size - 1
+    refined = list(boundaries)
+    for position, boundary in enumerate(refined):
+        # Only the points near it: far ones, still arriving at the end, would move it as they come.
+        start = max(refined[position - 1] if position else 0, boundary - REFINE_REACH)
+        end = min(refined[position + 1] if position + 1 < len(refined) else length, boundary + REFINE_REACH)
+        splits = np.arange(start + MIN_SEGMENT, end - MIN_SEGMENT + 1)
+        # Within reach of where it was found: a far split would be another change between the two.
+        splits = splits[np.abs(splits - boundary) <= MIN_SEGMENT]
+        if splits.size:
+            contrast = sums.contrast(starts=np.int64(start), splits=splits, ends=np.int64(end))
+            refined[position] = int(splits[int(np.argmax(contrast))])
+    return refined
+
+
+def _segments_rescan(*, sums: _Sums, boundaries: list[int], inflation: float, threshold: float) -> list[int]:
     """Add the best split of every segment between chosen boundaries while one passes the threshold.
 
     The seeded intervals start at multiples of half their width, so a step a few points after a larger
@@ -263,23 +310,18 @@ def _segments_rescan(
     neighbour. Scanning each segment between boundaries (whose ends are change points, not interval
     edges) finds it, as plain binary segmentation would.
     """
-    length = prefix.size - 1
+    length = sums.weight.size - 1
     chosen = sorted(boundaries)
     pending = list(zip([0, *chosen], [*chosen, length], strict=True))
     while pending:
         start, end = pending.pop()
-        width = end - start
-        if width < 2 * MIN_SEGMENT:
+        if end - start < 2 * MIN_SEGMENT:
             continue
         splits = np.arange(start + MIN_SEGMENT, end - MIN_SEGMENT + 1)
         # Only a step shadowed by a neighbouring boundary is missed; farther ones had their intervals.
         near = (splits - start <= RESCAN_REACH) | (end - splits <= RESCAN_REACH)
         splits = splits[near]
-        left_count = (splits - start).astype(np.float64)
-        right_count = width - left_count
-        left_mean = (prefix[splits] - prefix[start]) / left_count
-        right_mean = (prefix[end] - prefix[splits]) / right_count
-        cusum = np.sqrt(left_count * right_count / width) * np.abs(left_mean - right_mean) / scale
+        cusum = sums.contrast(starts=np.int64(start), splits=splits, ends=np.int64(end)) / inflation
         best = int(np.argmax(cusum))
         if cusum[best] <= threshold:
             continue
@@ -293,12 +335,15 @@ def _segment_means(*, prefix: FloatArray, edges: npt.NDArray[np.int64]) -> Float
     return np.asarray((prefix[edges[1:]] - prefix[edges[:-1]]) / np.diff(edges), dtype=np.float64)
 
 
-def _residual_autocorrelation(*, values: FloatArray, prefix: FloatArray, boundaries: list[int]) -> float:
+def _residual_autocorrelation(
+    *, values: FloatArray, sigma: FloatArray, sums: _Sums, boundaries: list[int]
+) -> float:
     edges = np.array([0, *boundaries, values.size], dtype=np.int64)
-    means = _segment_means(prefix=prefix, edges=edges)
-    residuals = values - np.repeat(means, np.diff(edges))
+    means = np.diff(sums.value[edges]) / np.diff(sums.weight[edges])
+    # Residuals in units of their own noise, so a noisy stretch does not outweigh the rest.
+    residuals = (values - np.repeat(means, np.diff(edges))) / sigma
     energy = float(np.dot(residuals, residuals))
-    rounding = values.size * (1e-12 * float(np.max(np.abs(values)))) ** 2
+    rounding = values.size * (1e-12 * float(np.max(np.abs(values / sigma)))) ** 2
     if energy <= rounding:
         return 0.0  # noiseless segments: what is left is rounding error, not autocorrelation
     rho = float(np.dot(residuals[:-1], residuals[1:])) / energy
@@ -312,14 +357,16 @@ class _SegmentTests:
         self,
         *,
         values: FloatArray,
+        weights: FloatArray,
         original: FloatArray,
         autocorrelation: float,
         min_relative_change: float,
         p_threshold: float,
     ) -> None:
         self.size = values.size
-        self.prefix = np.concatenate(([0.0], np.cumsum(values)))
-        self.squares = np.concatenate(([0.0], np.cumsum(values * values)))
+        self.weights = np.concatenate(([0.0], np.cumsum(weights)))
+        self.prefix = np.concatenate(([0.0], np.cumsum(weights * values)))
+        self.squares = np.concatenate(([0.0], np.cumsum(weights * values * values)))
         self.original_prefix = np.concatenate(([0.0], np.cumsum(original)))
         # Autocorrelated noise makes segment means vary more than iid noise would: deflate t accordingly.
         self.variance_inflation = (1.0 + autocorrelation) / (1.0 - autocorrelation)
@@ -329,7 +376,11 @@ class _SegmentTests:
     def _measure(self, *, boundaries: list[int]) -> tuple[FloatArray, FloatArray, FloatArray]:
         edges = np.array([0, *boundaries, self.size], dtype=np.int64)
         p_values = _adjacent_p_values(
-            prefix=self.prefix, squares=self.squares, edges=edges, variance_inflation=self.variance_inflation
+            weights=self.weights,
+            prefix=self.prefix,
+            squares=self.squares,
+            edges=edges,
+            variance_inflation=self.variance_inflation,
         )
         means = _segment_means(prefix=self.original_prefix, edges=edges)
         return p_values, means, _relative_change(before=means[:-1], after=means[1:])
@@ -362,21 +413,32 @@ class _SegmentTests:
 
 
 def _adjacent_p_values(
-    *, prefix: FloatArray, squares: FloatArray, edges: npt.NDArray[np.int64], variance_inflation: float
+    *,
+    weights: FloatArray,
+    prefix: FloatArray,
+    squares: FloatArray,
+    edges: npt.NDArray[np.int64],
+    variance_inflation: float,
 ) -> FloatArray:
-    """Two-sided pooled t-test p-values between each pair of neighbouring segments."""
+    """Two-sided pooled t-test p-values between each pair of neighbouring segments, each point weighted
+    by its inverse noise variance (with equal weights, Student's pooled test exactly)."""
     counts = np.diff(edges).astype(np.float64)
-    sums = prefix[edges[1:]] - prefix[edges[:-1]]
-    sum_squares = squares[edges[1:]] - squares[edges[:-1]]
-    means = sums / counts
+    weight = np.diff(weights[edges])
+    sums = np.diff(prefix[edges])
+    sum_squares = np.diff(squares[edges])
+    means = sums / weight
     deviations = np.maximum(sum_squares - sums * means, 0.0)
     left_n, right_n = counts[:-1], counts[1:]
     degrees = left_n + right_n - 2.0
+    # The pooled variance of a unit-weight point: 1 when the local scales are right.
     pooled = (deviations[:-1] + deviations[1:]) / degrees
-    standard_error = np.sqrt(pooled * (1.0 / left_n + 1.0 / right_n) * variance_inflation)
+    standard_error = np.sqrt(pooled * (1.0 / weight[:-1] + 1.0 / weight[1:]) * variance_inflation)
     difference = np.abs(means[1:] - means[:-1])
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(standard_error > 0.0, difference / standard_error, np.where(difference > 0, np.inf, 0.0))
+    # The weights are estimates from LOCAL_NOISE_POINTS differences each: the test can be no surer of
+    # them than that many degrees of freedom allow, however long the segments.
+    degrees = np.minimum(degrees, float(LOCAL_NOISE_POINTS))
     # special.stdtr(ν, -t) is what stats.t.sf(t, ν) computes, without its per-call argument checks
     # (ν is at least 2·MIN_SEGMENT - 2 here, and t is never negative).
     return np.asarray(2.0 * special.stdtr(degrees, -t), dtype=np.float64)
