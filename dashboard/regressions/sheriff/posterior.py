@@ -116,6 +116,9 @@ def projection_fit(
     draft = Projection(old=old, new=new, sigma=kept, scale=independent)
     residuals = [share for run in old_runs if (share := draft.share(run)) is not None]
     residuals += [share - 1.0 for run in new_runs if (share := draft.share(run)) is not None]
+    # The side levels are estimates too (medians of a few runs): their error moves every share alike.
+    level_error = math.sqrt(1 + math.pi / 2 * (1 / max(len(old_runs), 1) + 1 / max(len(new_runs), 1)))
+    independent *= level_error
     scale = independent
     if len(residuals) >= MIN_RESIDUALS:
         # Noise shared by the metrics of one run shows as a wider spread of the shares than independence

@@ -68,13 +68,14 @@ SEARCHED_STATUSES: tuple[str, ...] = (
     TriageStatus.ACKNOWLEDGED,
 )
 # Benchmarked commits on each side (the end itself included) whose runs give that side's levels.
-SIDE_COMMITS = 3
+SIDE_COMMITS = 4
 SIDE_WINDOW = 80  # positions looked at beyond each end for them
 # Search runs of one group waiting at once per suite and hardware class: each next one is chosen knowing
 # the last one's result, which is what makes a search of n commits take about log2(n) runs.
 PENDING_PER_PAIR = 1
-# One-sided, shared among a culprit's series (Bonferroni): how clearly a remainder must show.
-REMAINDER_ALPHA = 0.01
+# One-sided, shared among a culprit's series (Bonferroni): how clearly a remainder must show. Strict,
+# because its runs were chosen by the search, and what it opens is verified on fresh runs anyway.
+REMAINDER_ALPHA = 0.001
 
 
 @dataclass(frozen=True)
