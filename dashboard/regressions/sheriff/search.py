@@ -352,6 +352,9 @@ def group_search(*, group_id: int) -> SearchStep:
                 if run is not None:
                     queued.append(run)
                     search["runs_queued"] += 1
+                    index = (run.commit.position or 0) - (commits[0].position or 0)
+                    pair.pending[index] = pair.pending.get(index, 0) + 1
+            search["posterior"] = _posterior_rows(commits, probabilities, pairs)
             _evidence_save(group, search)
     opened = _remainder_open(*remainder) if remainder is not None else []
     if queued:
