@@ -3,6 +3,8 @@ each is the culprit, and how many runs each has, as the search moves and once it
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from dashboard.benchmarks.models import Measurement, Run, RunStatus
@@ -20,7 +22,7 @@ ROWS = """() => Array.from(document.querySelectorAll('#culprit-search tbody tr')
   Number(tr.querySelector('meter').value), tr.cells[3].textContent.trim()])"""
 
 
-def _rows(browser: BrowserPage, group_id: int) -> list[list[object]]:
+def _rows(browser: BrowserPage, group_id: int) -> list[list[Any]]:
     browser.open(f"/alerts/{group_id}/")
     return browser.page.evaluate(ROWS)
 
