@@ -51,7 +51,7 @@ CONFIRM_ALPHA = 0.01
 # Past this p-value a change is not worth another round of repeats.
 HOPELESS_P = 0.5
 # Rounds of repeats before a group that still cannot be told from noise is dismissed.
-MAX_ROUNDS = 2
+MAX_ROUNDS = 3
 
 
 # The test
