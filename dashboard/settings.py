@@ -243,6 +243,8 @@ PERFWATCH_DETECTION_WINDOW = env.int("PERFWATCH_DETECTION_WINDOW", default=200)
 # when they cannot tell), within a daily GPU-hour budget per suite for verification and bisection runs.
 PERFWATCH_VERIFICATION_REPEATS = env.int("PERFWATCH_VERIFICATION_REPEATS", default=2)
 PERFWATCH_SUITE_DAILY_GPU_HOURS = env.float("PERFWATCH_SUITE_DAILY_GPU_HOURS", default=48.0)
+# The culprit search of one confirmed change stops after this many runs if no commit holds 95 % by then.
+PERFWATCH_SEARCH_MAX_RUNS = env.int("PERFWATCH_SEARCH_MAX_RUNS", default=16)
 PERFWATCH_ALERT_EMAILS = env.list("PERFWATCH_ALERT_EMAILS", default=[])
 PERFWATCH_SLACK_WEBHOOK_URL = env.str("PERFWATCH_SLACK_WEBHOOK_URL", default="")
 PERFWATCH_NOTIFY_TIMEOUT_S = env.int("PERFWATCH_NOTIFY_TIMEOUT_S", default=10)

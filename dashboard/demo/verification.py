@@ -59,6 +59,7 @@ def demo_groups_verify(*, limit: int = 4, seed: int = 50587) -> dict[int, str]:
                 "series__suite_id", "series__hardware_class"
             )
         )
+        made: list[Run] = []
         with transaction.atomic():
             for suite_id, hardware_class in sorted(pairs):
                 for repeat in range(settings.PERFWATCH_VERIFICATION_REPEATS):
@@ -87,5 +88,10 @@ def demo_groups_verify(*, limit: int = 4, seed: int = 50587) -> dict[int, str]:
                         run_results_store(
                             run=run, report=_repeat_of(run=first, rng=rng), raw_report=None, detect=False
                         )
+                        made.append(run)
+            # In the demo's story the group was found just before its re-runs were queued: they are fresh.
+            if made:
+                first_queued = min(run.queued_at for run in made if run.queued_at is not None)
+                AlertGroup.objects.filter(pk=group.pk).update(created_at=first_queued)
         states[group.pk] = group_judge(group_id=group.pk)
     return states

@@ -318,6 +318,76 @@ class AlertGroupDetail:
     notifications: tuple[Notification, ...]
     pull_requests: dict[int, PullRequest]  # by number, for the PRs in the range GitHub told us about
     bisection_runs: tuple[Run, ...] = ()  # queued or running inside the range for the group's suites
+    search: CulpritSearch | None = None
+
+
+@dataclass(frozen=True)
+class PosteriorRow:
+    """One commit of a searched range: how likely it is the culprit, and how many runs it has."""
+
+    commit: Commit
+    probability: float
+    runs: int
+    pending: int
+    docs_only: bool
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.probability
+
+
+@dataclass(frozen=True)
+class CulpritSearch:
+    """Where a confirmed group's culprit search stands: its posterior over the searched range, its runs
+    against the cap, and why it stopped if it did ("found" or "cap")."""
+
+    rows: tuple[PosteriorRow, ...]
+    runs_queued: int
+    runs_cap: int
+    stopped: str
+    culprit_sha: str
+
+    @property
+    def likeliest(self) -> PosteriorRow | None:
+        return max(self.rows, key=lambda row: row.probability, default=None)
+
+
+# Commits less likely than this, and never run, are left out of a long posterior table.
+POSTERIOR_SHOWN = 0.001
+
+
+def group_culprit_search(*, group: AlertGroup) -> CulpritSearch | None:
+    """The search stored on the group (`sheriff.search`), its commits read in one query; None before one."""
+    search = (group.evidence or {}).get("search")
+    if not search or not search.get("posterior"):
+        return None
+    stored = search["posterior"]
+    commits = {
+        commit.sha: commit
+        for commit in Commit.objects.filter(
+            repository_id=group.head_commit.repository_id, sha__in=[row["sha"] for row in stored]
+        )
+    }
+    rows = tuple(
+        PosteriorRow(
+            commit=commits[row["sha"]],
+            probability=float(row["probability"]),
+            runs=int(row["runs"]),
+            pending=int(row.get("pending", 0)),
+            docs_only=bool(row.get("docs_only")),
+        )
+        for index, row in enumerate(stored)
+        if index > 0  # the base: the change is after it
+        and row["sha"] in commits
+        and (row["probability"] >= POSTERIOR_SHOWN or row["runs"] or row.get("pending"))
+    )
+    return CulpritSearch(
+        rows=rows,
+        runs_queued=int(search.get("runs_queued", 0)),
+        runs_cap=int(search.get("runs_cap", 0)),
+        stopped=str(search.get("stopped", "")),
+        culprit_sha=str(search.get("culprit", "")),
+    )
 
 
 def group_bisection_runs(*, group: AlertGroup) -> list[Run]:
@@ -359,6 +429,7 @@ def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
         notifications=tuple(group.notifications.order_by("channel")),
         pull_requests={pull.number: pull for pull in pull_requests},
         bisection_runs=tuple(group_bisection_runs(group=group)),
+        search=group_culprit_search(group=group),
     )
 
 

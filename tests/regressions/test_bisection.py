@@ -1,5 +1,6 @@
-"""Bisection of confirmed culprit ranges: one forced run at the middle unbenchmarked commit, and the range
-narrowing as its result arrives, without a second group or a second message."""
+"""The culprit search of confirmed ranges: one forced run where it tells most (the middle commit of an
+unbenchmarked range), a posterior that moves as results arrive, and the range narrowed to the culprit once
+one commit holds it, without a second group or a second message."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.test import Client
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series, Suite
 from dashboard.regressions.detect.alerts import run_detect
 from dashboard.regressions.models import Alert, AlertGroup, GroupState, Notification
-from dashboard.regressions.sheriff.search import group_bisect
+from dashboard.regressions.sheriff.search import group_search
 from dashboard.regressions.sheriff.settle import run_settle
 from tests.conftest import DispatchLog
 from tests.factories import CommitFactory, run_with_values
@@ -81,7 +82,7 @@ def test_a_suspected_group_is_not_bisected(dispatched) -> None:
     run_detect(run_id=history.last_run.pk)
 
     assert AlertGroup.objects.get().state == GroupState.SUSPECTED
-    assert group_bisect(group_id=AlertGroup.objects.get().pk) == []
+    assert group_search(group_id=AlertGroup.objects.get().pk).queued == []
     assert not Run.objects.filter(kind=RunKind.BISECTION).exists()
 
 
@@ -102,20 +103,21 @@ def test_bisecting_again_queues_nothing_new(dispatched) -> None:
     group = confirm(history)
     sent = len(dispatched)
 
-    assert group_bisect(group_id=group.pk) == []
+    assert group_search(group_id=group.pk).queued == []
     run_settle(run_id=history.last_run.pk)
 
     assert Run.objects.filter(status=RunStatus.QUEUED).count() == 1
     assert len(dispatched) == sent
 
 
-def test_a_docs_only_middle_commit_is_skipped(dispatched) -> None:
+def test_a_docs_only_commit_starts_with_a_low_prior_but_not_zero(dispatched) -> None:
     history = gapped_history(docs_only=(33,))
 
-    confirm(history)
+    group = confirm(history)
 
-    # Candidates 30, 31, 32, 34, 35, 36: the middle one is 34.
-    assert Run.objects.get(status=RunStatus.QUEUED).commit == history.commits[34]
+    posterior = {row["sha"]: row["probability"] for row in group.evidence["search"]["posterior"]}
+    docs, other = posterior[history.commits[33].sha], posterior[history.commits[34].sha]
+    assert 0 < docs < other / 10
 
 
 def test_a_release_suite_is_never_bisected(dispatched) -> None:
@@ -124,7 +126,7 @@ def test_a_release_suite_is_never_bisected(dispatched) -> None:
 
     run_detect(run_id=history.last_run.pk)
 
-    assert group_bisect(group_id=AlertGroup.objects.get().pk) == []
+    assert group_search(group_id=AlertGroup.objects.get().pk).queued == []
     assert not Run.objects.filter(status=RunStatus.QUEUED).exists()
     assert dispatched == []
 
@@ -147,20 +149,19 @@ def test_the_middle_measurement_narrows_the_range_of_the_same_group_without_a_se
     with django_capture_on_commit_callbacks(execute=True):
         run_settle(run_id=first.pk)
 
-    narrowed = AlertGroup.objects.get()
-    assert narrowed.pk == group.pk
-    assert (narrowed.base_commit, narrowed.head_commit) == (history.commits[33], history.commits[37])
+    searched = AlertGroup.objects.get()
+    assert searched.pk == group.pk
+    # The range stays until one commit holds the change; the posterior moved to commits 34-37.
+    assert (searched.base_commit, searched.head_commit) == (history.commits[29], history.commits[37])
+    posterior = {row["sha"]: row["probability"] for row in searched.evidence["search"]["posterior"]}
+    assert sum(posterior[history.commits[index].sha] for index in range(34, 38)) > 0.99
     assert list(Alert.objects.values_list("pk", "group_id")) == alerts
     assert list(Notification.objects.order_by("pk").values_list("pk", "status")) == notifications
     assert len(notification_channels.inbox.messages) == 1
     assert len(notification_channels.slack.requests) == 1
-    # The next half: commits 34-36 remain, and their middle one is queued.
+    # The next half: commits 34-37 remain, and the middle run between them is queued.
     second = Run.objects.get(status=RunStatus.QUEUED)
     assert second.commit == history.commits[35]
-    assert narrowed.events.get(field="range").new_value == (
-        f"{history.commits[33].short_sha}..{history.commits[37].short_sha} "
-        f"({history.commits[33].short_sha} measures as before)"
-    )
 
 
 def test_bisection_ends_at_the_culprit_commit(dispatched) -> None:
@@ -179,6 +180,10 @@ def test_bisection_ends_at_the_culprit_commit(dispatched) -> None:
     assert (group.base_commit, group.head_commit) == (history.commits[STEP_AT - 1], history.commits[STEP_AT])
     assert steps == 3  # eight possible culprits, halved three times
     assert Alert.objects.count() == 1
+    assert group.evidence["search"]["culprit"] == history.commits[STEP_AT].sha
+    assert group.events.get(field="range").new_value.startswith(
+        f"{history.commits[STEP_AT - 1].short_sha}..{history.commits[STEP_AT].short_sha} (culprit at"
+    )
 
 
 def test_the_group_page_says_what_bisection_is_doing(dispatched) -> None:

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import statistics
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 
 from dashboard.benchmarks.models import (
     PENDING_RUN_STATUSES,
     Measurement,
     Run,
+    RunKind,
     RunStatus,
+    Series,
     Suite,
 )
+from dashboard.benchmarks.statistics import change_estimate
+from dashboard.regressions.detect.windows import series_window
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +54,78 @@ def end_values(*, series_id: int, commit_id: int) -> list[float]:
     )
 
 
+def fresh_values(*, series_id: int, commit_id: int, since: datetime) -> list[float]:
+    """The values of the verification runs at a commit queued after `since` (a group's creation): runs
+    made to test a change, never those that raised it."""
+    return list(
+        Measurement.objects.filter(
+            series_id=series_id,
+            commit_id=commit_id,
+            run__status=RunStatus.SUCCEEDED,
+            run__kind=RunKind.VERIFICATION,
+            run__queued_at__gte=since,
+        ).values_list("value", flat=True)
+    )
+
+
+def series_noise_log(*, series: Series, commit_id: int) -> float:
+    """Run-to-run noise of a series in log space: MAD of first differences around `commit_id`."""
+    points = series_window(series=series, commit_id=commit_id, size=61).points
+    logs = log_values(point.value for point in points)
+    diffs = [b - a for a, b in itertools.pairwise(logs)]
+    if len(diffs) < 4:
+        return 0.0
+    middle = statistics.median(diffs)
+    return statistics.median(abs(d - middle) for d in diffs) / 0.6744897501960817 / math.sqrt(2)
+
+
 def end_runs(*, commit_id: int, suite: Suite, hardware_class: str) -> list[Run]:
     return list(
         Run.objects.filter(
             commit_id=commit_id, suite=suite, hardware_class=hardware_class, status__in=UNFINISHED_OR_GOOD
         )
     )
+
+
+def _pooled_sigma(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    squares, freedom = 0.0, 0
+    for logs in groups:
+        if len(logs) >= 2:
+            mean = statistics.fmean(logs)
+            squares += sum((v - mean) ** 2 for v in logs)
+            freedom += len(logs) - 1
+    return (math.sqrt(squares / freedom) if freedom else 0.0), freedom
+
+
+def change_verdict(
+    *,
+    base_values: Sequence[float],
+    head_values: Sequence[float],
+    series_sigma_log: float,
+    direction: int,
+    min_relative_change: float,
+    alpha: float,
+) -> tuple[float, float, float, float, bool, float, float, float]:
+    """(change %, 95 % low, high, one-sided p, holds, sigma, base log level, head log level) of the runs
+    at both ends; `direction` is the sign of the change detection saw."""
+    base, head = log_values(base_values), log_values(head_values)
+    if series_sigma_log > 0:
+        base, head = kept_logs(base, series_sigma_log), kept_logs(head, series_sigma_log)
+    pooled, freedom = _pooled_sigma([base, head])
+    # The series' noise is the better estimate with few repeats; a larger spread among them wins.
+    sigma = max(series_sigma_log, pooled if freedom >= 2 else 0.0, NOISE_FLOOR_LOG)
+    base, head = kept_logs(base, sigma), kept_logs(head, sigma)
+    estimate = change_estimate(
+        before=[math.exp(v) for v in base],
+        after=[math.exp(v) for v in head],
+        noise=max(series_sigma_log, NOISE_FLOOR_LOG),
+        min_relative_change=min_relative_change,
+    )
+    # The test is two-sided; detection already said which way, so half its p-value is the one-sided one.
+    two_sided = estimate.p_value if estimate.p_value is not None else 1.0
+    p_value = two_sided / 2 if estimate.change_pct * direction > 0 else 1 - two_sided / 2
+    holds = p_value < alpha and abs(estimate.change_pct) >= min_relative_change * 100
+    low = estimate.low_pct if estimate.low_pct is not None else estimate.change_pct
+    high = estimate.high_pct if estimate.high_pct is not None else estimate.change_pct
+    base_level, head_level = statistics.fmean(base), statistics.fmean(head)
+    return estimate.change_pct, low, high, p_value, holds, sigma, base_level, head_level

@@ -1,21 +1,36 @@
-"""The culprit search: which commit of a confirmed range runs next, and what its runs say.
+"""The culprit search: for a confirmed change, a posterior over the commit of its range that made it, the
+next run where it tells most, and the range narrowed to one commit once that commit holds 95 %.
 
-All of bisection lives here: choosing the middle commit, placing a run on one side of the change, asking
-for a repeat while the odds are too even, and narrowing the range.
+Every run of every series of the group at every commit of the range counts, whenever it was stored and
+whatever its kind (`posterior` says how, outliers included); runs at and beyond both ends give the levels
+on each side. The posterior is recomputed from the database each time and stored in the group's evidence
+for its page, so a lost message or a task run twice only delays the search, never misleads it.
+
+A culprit must explain its group: when the runs on either side of it still differ from their end of the
+range, that remainder is a second change, opened as its own suspected group (verified on fresh runs, then
+searched like any other). Regressions are searched first, then trade-offs, then improvements.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.models import (
     PENDING_RUN_STATUSES,
     Commit,
+    Measurement,
     Run,
     RunKind,
     RunStatus,
@@ -24,244 +39,535 @@ from dashboard.benchmarks.models import (
 )
 from dashboard.benchmarks.runs import run_enqueue, run_promote
 from dashboard.benchmarks.subjects import ChangeClass
+from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store
+from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageEvent, TriageStatus
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
-    end_runs,
-    end_values,
-    log_values,
-    robust_mean,
+    NOISE_FLOOR_LOG,
+    change_verdict,
+    series_noise_log,
+)
+from dashboard.regressions.sheriff.posterior import (
+    CULPRIT_PROBABILITY,
+    Observation,
+    Projection,
+    next_commit,
+    posterior,
+    prior_weights,
+    projection_fit,
 )
 
 logger = logging.getLogger(__name__)
 
-# Odds at which a middle commit is put on the old or the new side of a change, and how many runs of it
-# may be asked for before giving up (the range then stays as wide as the evidence allows).
-BISECT_ODDS = 100.0
-BISECT_MAX_RUNS = 3
-
-BISECTED_KINDS: tuple[str, ...] = (GroupKind.REGRESSION, GroupKind.TRADE_OFF)
-BISECTED_STATUSES: tuple[str, ...] = (
+# Which confirmed changes get search runs first when they compete for one node and budget.
+KIND_ORDER: dict[str, int] = {GroupKind.REGRESSION: 0, GroupKind.TRADE_OFF: 1, GroupKind.IMPROVEMENT: 2}
+SEARCHED_STATUSES: tuple[str, ...] = (
     TriageStatus.UNTRIAGED,
     TriageStatus.INVESTIGATING,
     TriageStatus.ACKNOWLEDGED,
 )
+# Benchmarked commits on each side (the end itself included) whose runs give that side's levels.
+SIDE_COMMITS = 4
+SIDE_WINDOW = 80  # positions looked at beyond each end for them
+# Search runs of one group waiting at once per suite and hardware class: each next one is chosen knowing
+# the last one's result, which is what makes a search of n commits take about log2(n) runs.
+PENDING_PER_PAIR = 1
+# One-sided, shared among a culprit's series (Bonferroni): how clearly a remainder must show. Strict,
+# because its runs were chosen by the search, and what it opens is verified on fresh runs anyway.
+REMAINDER_ALPHA = 0.001
 
 
-def groups_around(*, commit_id: int) -> list[int]:
-    """Open groups whose range holds the commit, its ends included (a narrowed range ends at it)."""
-    position = Commit.objects.filter(pk=commit_id).values_list("position", flat=True).first()
-    if position is None:
-        return []
+@dataclass(frozen=True)
+class SearchStep:
+    """What one step of a search did: the runs it queued, and the groups it opened for what a found
+    culprit leaves unexplained (suspected: the caller verifies them)."""
+
+    queued: list[Run] = field(default_factory=list)
+    opened: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _PairEvidence:
+    suite: Suite
+    hardware_class: str
+    series: list[Series]
+    projection: Projection | None = None
+    observations: list[Observation] = field(default_factory=list)
+    runs: dict[int, int] = field(default_factory=dict)  # range index -> finished runs
+    pending: dict[int, int] = field(default_factory=dict)  # range index -> queued or running runs
+    searching: dict[int, int] = field(default_factory=dict)  # of which search runs
+
+
+def groups_searching(*, suite_id: int | None = None, hardware_class: str | None = None) -> list[int]:
+    """Confirmed, open groups whose range still holds more than one commit and whose search has not
+    stopped, regressions first, then trade-offs, then improvements (oldest first within each)."""
+    groups = AlertGroup.objects.filter(state=GroupState.CONFIRMED, status__in=SEARCHED_STATUSES)
+    if suite_id is not None:
+        alerts = Alert.objects.filter(series__suite_id=suite_id)
+        if hardware_class is not None:
+            alerts = alerts.filter(series__hardware_class=hardware_class)
+        groups = groups.filter(pk__in=alerts.values("group_id"))
+    rows = groups.values_list(
+        "pk", "kind", "base_commit__position", "head_commit__position", "evidence", "created_at"
+    )
+    wanted = [
+        (KIND_ORDER.get(kind, 3), created, pk)
+        for pk, kind, base, head, evidence, created in rows
+        if base is not None
+        and head is not None
+        and head - base > 1
+        and not (evidence or {}).get("search", {}).get("stopped")
+    ]
+    return [pk for _, _, pk in sorted(wanted)]
+
+
+def _pairs(group: AlertGroup) -> list[tuple[Suite, str, list[Series]]]:
+    """The suites (that install commits) and hardware classes of the group's detected alerts, with their
+    series."""
+    by_pair: dict[tuple[int, str], list[Series]] = defaultdict(list)
+    for alert in group.alerts.filter(source=Alert.Source.DETECTOR).select_related("series__suite"):
+        by_pair[(alert.series.suite_id, alert.series.hardware_class)].append(alert.series)
+    pairs = []
+    for (_, hardware_class), series in sorted(by_pair.items()):
+        suite = series[0].suite
+        if not suite.installs_releases:
+            pairs.append((suite, hardware_class, series))
+    return pairs
+
+
+def _series_sigma(group: AlertGroup, series: Sequence[Series]) -> dict[int, float]:
+    """Each series' run-to-run noise: what its verification found, or else its recent history's."""
+    cached = group.evidence.get("search", {}).get("sigma", {})
+    by_alert = {
+        verdict["alert_id"]: verdict.get("sigma_log", 0.0) for verdict in group.evidence.get("alerts", [])
+    }
+    alert_of = dict(group.alerts.filter(series__in=series).values_list("series_id", "pk"))
+    sigma = {}
+    for item in series:
+        value = cached.get(str(item.pk)) or by_alert.get(alert_of.get(item.pk, -1), 0.0)
+        if not value:
+            value = series_noise_log(series=item, commit_id=group.head_commit_id)
+        sigma[item.pk] = max(float(value), NOISE_FLOOR_LOG)
+    return sigma
+
+
+def _pair_evidence(
+    *,
+    group: AlertGroup,
+    commits: Sequence[Commit],
+    suite: Suite,
+    hardware_class: str,
+    series: list[Series],
+    sigma: Mapping[int, float],
+) -> _PairEvidence:
+    """The runs of one suite and hardware class at, inside and around the range, as shares of the change."""
+    base, head = commits[0].position, commits[-1].position
+    assert base is not None and head is not None
+    evidence = _PairEvidence(suite=suite, hardware_class=hardware_class, series=series)
+    logs_by_run: dict[int, dict[int, float]] = defaultdict(dict)
+    position_of: dict[int, int] = {}
+    for run_id, series_id, position, value in Measurement.objects.filter(
+        series_id__in=[item.pk for item in series],
+        run__status=RunStatus.SUCCEEDED,
+        commit__repository_id=commits[-1].repository_id,
+        commit__position__gte=base - SIDE_WINDOW,
+        commit__position__lte=head + SIDE_WINDOW,
+    ).values_list("run_id", "series_id", "commit__position", "value"):
+        if value > 0 and position is not None:
+            logs_by_run[run_id][series_id] = math.log(value)
+            position_of[run_id] = position
+    positions = sorted(set(position_of.values()))
+    before = [p for p in positions if p <= base][-SIDE_COMMITS:]
+    after = [p for p in positions if p >= head][:SIDE_COMMITS]
+    old_side = [[logs for run_id, logs in logs_by_run.items() if position_of[run_id] == p] for p in before]
+    new_side = [[logs for run_id, logs in logs_by_run.items() if position_of[run_id] == p] for p in after]
+    evidence.projection = projection_fit(old_side=old_side, new_side=new_side, sigma=sigma)
+    for run_id, logs in sorted(logs_by_run.items()):
+        position = position_of[run_id]
+        if not base <= position <= head:
+            continue
+        index = position - base
+        evidence.runs[index] = evidence.runs.get(index, 0) + 1
+        if evidence.projection is not None and (share := evidence.projection.share(logs)) is not None:
+            evidence.observations.append(Observation(index=index, share=share))
+    for position, kind in Run.objects.filter(
+        suite=suite,
+        hardware_class=hardware_class,
+        status__in=PENDING_RUN_STATUSES,
+        commit__repository_id=commits[-1].repository_id,
+        commit__position__gt=base,
+        commit__position__lt=head,
+    ).values_list("commit__position", "kind"):
+        index = (position or base) - base
+        evidence.pending[index] = evidence.pending.get(index, 0) + 1
+        if kind == RunKind.BISECTION:
+            evidence.searching[index] = evidence.searching.get(index, 0) + 1
+    return evidence
+
+
+def _range_commits(group: AlertGroup) -> list[Commit]:
     return list(
-        AlertGroup.objects.filter(
-            state=GroupState.CONFIRMED,
-            kind__in=BISECTED_KINDS,
-            status__in=BISECTED_STATUSES,
-            base_commit__position__lte=position,
-            head_commit__position__gte=position,
-        ).values_list("pk", flat=True)
+        Commit.objects.filter(
+            repository_id=group.head_commit.repository_id,
+            position__gte=group.base_commit.position,
+            position__lte=group.head_commit.position,
+        ).order_by("position")
     )
 
 
-def _bisection_commit(*, inside: Sequence[Commit], suite: Suite, hardware_class: str) -> Commit | None:
-    """The middle of the commits after the last one this suite benchmarked in the range, head excluded;
-    None while a bisection run inside the range is still pending (its result decides which half is next)."""
-    runs = Run.objects.filter(
-        suite=suite, hardware_class=hardware_class, commit_id__in=[commit.pk for commit in inside]
-    )
-    # A queued new-commit or backfill run may wait for hours behind others: only a bisection run holds it up.
-    if runs.filter(status__in=PENDING_RUN_STATUSES, kind=RunKind.BISECTION).exists():
-        return None
-    benchmarked = set(runs.filter(status=RunStatus.SUCCEEDED).values_list("commit_id", flat=True))
-    last = max((index for index, commit in enumerate(inside) if commit.pk in benchmarked), default=-1)
-    # A commit touching only docs, tests or CI cannot be the culprit of a performance change.
-    candidates = [commit for commit in inside[last + 1 :] if commit.change_class != ChangeClass.DOCS_TESTS_CI]
-    return candidates[len(candidates) // 2] if candidates else None
+def _waits_for_more_urgent(*, group: AlertGroup, suite: Suite, hardware_class: str) -> bool:
+    """Whether a more urgent kind of change (a regression before a trade-off before an improvement) of the
+    same suite and hardware has a search run still waiting for the node: this one's next run follows it."""
+    rank = KIND_ORDER.get(group.kind, 3)
+    urgent = [kind for kind, order in KIND_ORDER.items() if order < rank]
+    if not urgent:
+        return False
+    for base, head in AlertGroup.objects.filter(
+        state=GroupState.CONFIRMED,
+        status__in=SEARCHED_STATUSES,
+        kind__in=urgent,
+        pk__in=Alert.objects.filter(series__suite=suite, series__hardware_class=hardware_class).values(
+            "group_id"
+        ),
+    ).values_list("base_commit__position", "head_commit__position"):
+        if base is None or head is None or head - base <= 1:
+            continue
+        if Run.objects.filter(
+            suite=suite,
+            hardware_class=hardware_class,
+            status=RunStatus.QUEUED,
+            kind=RunKind.BISECTION,
+            commit__position__gt=base,
+            commit__position__lt=head,
+        ).exists():
+            return True
+    return False
 
 
-def group_bisect(*, group_id: int) -> list[Run]:
-    """Queue one forced run at the middle unbenchmarked commit of a confirmed, open regression or trade-off
-    range, per suite and hardware class of its alerts; idempotent, returns the runs it queued.
+def _posterior_rows(
+    commits: Sequence[Commit], probabilities: np.ndarray, pairs: Sequence[_PairEvidence]
+) -> list[dict[str, Any]]:
+    rows = []
+    for index, commit in enumerate(commits):
+        rows.append(
+            {
+                "sha": commit.sha,
+                "probability": 0.0 if index == 0 else round(float(probabilities[index - 1]), 4),
+                "runs": sum(pair.runs.get(index, 0) for pair in pairs),
+                "pending": sum(pair.pending.get(index, 0) for pair in pairs),
+                "docs_only": commit.change_class == ChangeClass.DOCS_TESTS_CI,
+            }
+        )
+    return rows
 
-    Release suites install versions, not commits, so they cannot bisect; a range whose middle commit
-    repeats could not place stays as it is.
-    """
+
+def group_search(*, group_id: int) -> SearchStep:
+    """One step of a confirmed group's culprit search: recompute its posterior from every run, narrow the
+    range to (parent, culprit] once one commit holds 95 %, and otherwise queue the run that is expected to
+    tell most, within the group's run cap and the suite's budget. Idempotent."""
     queued: list[Run] = []
+    remainder: tuple[AlertGroup, list[Commit], Commit, Commit, list[_PairEvidence]] | None = None
     with transaction.atomic():
-        # The group's row lock serialises two detections bisecting it at once.
+        # The group's row lock serialises two steps of the same search.
         group = (
             AlertGroup.objects.select_for_update()
-            .filter(
-                pk=group_id, state=GroupState.CONFIRMED, kind__in=BISECTED_KINDS, status__in=BISECTED_STATUSES
-            )
+            .filter(pk=group_id, state=GroupState.CONFIRMED, status__in=SEARCHED_STATUSES)
             .select_related("base_commit", "head_commit")
             .first()
         )
         if group is None or group.base_commit.position is None or group.head_commit.position is None:
-            return []
-        if "bisection_stopped" in group.evidence:
-            return []
-        inside = list(
-            Commit.objects.filter(
-                repository_id=group.head_commit.repository_id,
-                position__gt=group.base_commit.position,
-                position__lt=group.head_commit.position,
-            ).order_by("position")
-        )
-        if not inside:
-            return []
-        pairs = sorted(set(group.alerts.values_list("series__suite_id", "series__hardware_class")))
-        suites = Suite.objects.in_bulk([suite_id for suite_id, _ in pairs])
-        for suite_id, hardware_class in pairs:
-            suite = suites[suite_id]
-            if suite.installs_releases:
-                continue
-            commit = _bisection_commit(inside=inside, suite=suite, hardware_class=hardware_class)
-            if commit is None:
-                continue
-            taken = Run.objects.filter(commit=commit, suite=suite, hardware_class=hardware_class).exclude(
-                status__in=(RunStatus.FAILED, RunStatus.CANCELLED)
-            )
-            waiting = taken.filter(status=RunStatus.QUEUED).exclude(kind=RunKind.BISECTION).first()
-            if waiting is not None and run_promote(run_id=waiting.pk, kind=RunKind.BISECTION):
-                queued.append(waiting)
-                continue
-            if taken.exists() or not suite_budget_use(suite=suite).allows_another:
-                continue
-            queued.append(
-                run_enqueue(
-                    commit=commit,
+            return SearchStep()
+        search = dict(group.evidence.get("search", {}))
+        if search.get("stopped") or group.head_commit.position - group.base_commit.position <= 1:
+            return SearchStep()
+        commits = _range_commits(group)
+        pairs = []
+        sigma_cache: dict[str, float] = {}
+        for suite, hardware_class, series in _pairs(group):
+            sigma = _series_sigma(group, series)
+            sigma_cache.update({str(k): v for k, v in sigma.items()})
+            pairs.append(
+                _pair_evidence(
+                    group=group,
+                    commits=commits,
                     suite=suite,
                     hardware_class=hardware_class,
-                    forced=True,
-                    kind=RunKind.BISECTION,
+                    series=series,
+                    sigma=sigma,
                 )
             )
+        pairs = [pair for pair in pairs if pair.projection is not None]
+        if not pairs:
+            return SearchStep()
+        length = len(commits) - 1
+        prior = prior_weights(docs_only=[c.change_class == ChangeClass.DOCS_TESTS_CI for c in commits[1:]])
+        observed = [
+            (observation, pair.projection.scale)
+            for pair in pairs
+            if pair.projection is not None
+            for observation in pair.observations
+        ]
+        probabilities = posterior(prior=prior, observations=observed, length=length)
+        best = int(np.argmax(probabilities))
+        cap = settings.PERFWATCH_SEARCH_MAX_RUNS
+        search.update(
+            {
+                "base": commits[0].sha,
+                "head": commits[-1].sha,
+                "posterior": _posterior_rows(commits, probabilities, pairs),
+                "runs_cap": cap,
+                "runs_queued": int(search.get("runs_queued", 0)),
+                "sigma": sigma_cache,
+                "share_scale": round(min(pair.projection.scale for pair in pairs if pair.projection), 4),
+            }
+        )
+        if probabilities[best] >= CULPRIT_PROBABILITY:
+            parent, culprit = commits[best], commits[best + 1]
+            search["culprit"] = culprit.sha
+            search["stopped"] = "found"
+            _evidence_save(group, search)
+            if _narrow_to_culprit(
+                group=group, parent=parent, culprit=culprit, probability=probabilities[best]
+            ):
+                remainder = (group, commits, parent, culprit, pairs)
+        elif search["runs_queued"] >= cap:
+            search["stopped"] = "cap"
+            _evidence_save(group, search)
+            TriageEvent.objects.create(
+                group=group,
+                field="search",
+                new_value=(
+                    f"stopped after {search['runs_queued']} runs (the cap): "
+                    f"{commits[best + 1].short_sha} is likeliest at {probabilities[best]:.0%}"
+                ),
+            )
+        else:
+            for pair in pairs:
+                if sum(pair.searching.values()) >= PENDING_PER_PAIR or search["runs_queued"] >= cap:
+                    continue
+                if _waits_for_more_urgent(group=group, suite=pair.suite, hardware_class=pair.hardware_class):
+                    continue
+                run = _search_run(group=group, commits=commits, pair=pair, probabilities=probabilities)
+                if run is not None:
+                    queued.append(run)
+                    search["runs_queued"] += 1
+                    index = (run.commit.position or 0) - (commits[0].position or 0)
+                    pair.pending[index] = pair.pending.get(index, 0) + 1
+            search["posterior"] = _posterior_rows(commits, probabilities, pairs)
+            _evidence_save(group, search)
+    opened = _remainder_open(*remainder) if remainder is not None else []
     if queued:
-        logger.info("group %s: bisection queued runs %s", group_id, [run.pk for run in queued])
-    return queued
+        logger.info("group %s: search queued runs %s", group_id, [run.pk for run in queued])
+    return SearchStep(queued=queued, opened=opened)
 
 
-# Bisection with repeats
+def _evidence_save(group: AlertGroup, search: dict[str, Any]) -> None:
+    group.evidence = {**group.evidence, "search": search}
+    AlertGroup.objects.filter(pk=group.pk).update(evidence=group.evidence)
 
 
-def _bisection_reference(group: AlertGroup) -> dict[str, float] | None:
-    """The series that confirmed the group most clearly: its id and the levels on both sides."""
-    verdicts = [verdict for verdict in group.evidence.get("alerts", []) if verdict.get("holds")]
-    if not verdicts:
+def _search_run(
+    *, group: AlertGroup, commits: Sequence[Commit], pair: _PairEvidence, probabilities: np.ndarray
+) -> Run | None:
+    assert pair.projection is not None
+    choice = next_commit(
+        probabilities=probabilities, scale=pair.projection.scale, pending=pair.pending, runs=pair.runs
+    )
+    if choice is None or choice.gain <= 0:
         return None
-    best = max(verdicts, key=lambda v: abs(v["head_log"] - v["base_log"]) / max(v["sigma_log"], 1e-9))
-    series_id = Alert.objects.filter(pk=best["alert_id"]).values_list("series_id", flat=True).first()
-    if series_id is None:
+    commit = commits[choice.index]
+    waiting = (
+        Run.objects.filter(
+            commit=commit, suite=pair.suite, hardware_class=pair.hardware_class, status=RunStatus.QUEUED
+        )
+        .exclude(kind__in=(RunKind.BISECTION, RunKind.VERIFICATION))
+        .first()
+    )
+    if waiting is not None and run_promote(run_id=waiting.pk, kind=RunKind.BISECTION):
+        return waiting
+    if not suite_budget_use(suite=pair.suite).allows_another:
         return None
-    return {
-        "series_id": series_id,
-        "base_log": best["base_log"],
-        "head_log": best["head_log"],
-        "sigma_log": best["sigma_log"],
-    }
+    return run_enqueue(
+        commit=commit,
+        suite=pair.suite,
+        hardware_class=pair.hardware_class,
+        forced=True,
+        kind=RunKind.BISECTION,
+    )
 
 
-def _narrow(*, group: AlertGroup, base: Commit, head: Commit, why: str) -> bool:
+def _narrow_to_culprit(*, group: AlertGroup, parent: Commit, culprit: Commit, probability: float) -> bool:
+    """Give the group the range (parent, culprit]; when another group already holds it, the culprit is
+    recorded on this one and the ranges stay (merging two groups is a person's call)."""
+    old = f"{group.base_commit.short_sha}..{group.head_commit.short_sha}"
     try:
         with transaction.atomic():
             narrowed = AlertGroup.objects.filter(
                 pk=group.pk, base_commit_id=group.base_commit_id, head_commit_id=group.head_commit_id
-            ).update(base_commit_id=base.pk, head_commit_id=head.pk, updated_at=timezone.now())
+            ).update(base_commit_id=parent.pk, head_commit_id=culprit.pk, updated_at=timezone.now())
     except IntegrityError:
-        return False  # another group holds that range: merging two groups is a person's call
+        holder = AlertGroup.objects.filter(base_commit=parent, head_commit=culprit).values_list(
+            "pk", flat=True
+        )
+        TriageEvent.objects.create(
+            group=group,
+            field="search",
+            new_value=(
+                f"culprit {culprit.short_sha} ({probability:.0%}); group #{holder.first()} holds that range"
+            ),
+        )
+        return False
     if narrowed:
         TriageEvent.objects.create(
             group=group,
             field="range",
-            old_value=f"{group.base_commit.short_sha}..{group.head_commit.short_sha}",
-            new_value=f"{base.short_sha}..{head.short_sha} ({why})",
+            old_value=old,
+            new_value=f"{parent.short_sha}..{culprit.short_sha} (culprit at {probability:.0%})",
         )
-        group.base_commit, group.head_commit = base, head
+        group.base_commit, group.head_commit = parent, culprit
     return bool(narrowed)
 
 
-def _narrow_past_docs(group: AlertGroup) -> None:
-    """A range whose only commit that can change performance is its head names that commit."""
-    base, head = group.base_commit, group.head_commit
-    if base.position is None or head.position is None or head.position - base.position <= 1:
-        return
-    inside = Commit.objects.filter(
-        repository_id=head.repository_id, position__gt=base.position, position__lt=head.position
+# A culprit must explain its group
+
+
+def _values_at(*, series_id: int, position: int, repository_id: int) -> list[float]:
+    return list(
+        Measurement.objects.filter(
+            series_id=series_id,
+            run__status=RunStatus.SUCCEEDED,
+            commit__repository_id=repository_id,
+            commit__position=position,
+        ).values_list("value", flat=True)
     )
-    if inside.exclude(change_class=ChangeClass.DOCS_TESTS_CI).exists():
-        return
-    parent = Commit.objects.filter(repository_id=head.repository_id, position=head.position - 1).first()
-    if parent is not None:
-        _narrow(
-            group=group,
-            base=parent,
-            head=head,
-            why="the commits before the head touch only docs, tests or CI",
-        )
 
 
-def group_bisect_decide(*, group_id: int, commit_id: int) -> str:
-    """Put commit `commit_id`, run inside a confirmed group's range, on the old or the new side of the
-    change, from all its runs against the verified levels of both ends; ask for another run of it while
-    the odds are too even, and stop bisecting when repeats cannot tell. Returns what was done."""
-    with transaction.atomic():
-        group = (
-            AlertGroup.objects.select_for_update()
-            .filter(pk=group_id, state=GroupState.CONFIRMED)
-            .select_related("base_commit", "head_commit")
-            .first()
+def _benchmarked(*, pair: _PairEvidence, low: int, high: int) -> list[int]:
+    """Range indexes in [low, high] with finished runs of this pair."""
+    return [index for index in sorted(pair.runs) if low <= index <= high]
+
+
+@dataclass(frozen=True)
+class _Remainder:
+    series: Series
+    before: list[float]
+    after: list[float]
+    change_pct: float
+    p_value: float
+
+
+def _remainders(
+    *, pair: _PairEvidence, base_position: int, low: int, high: int, repository_id: int
+) -> list[_Remainder]:
+    """The series of `pair` whose runs at range indexes `low` and `high` differ beyond noise and the
+    metric's minimum change: a change between them that the culprit does not explain."""
+    if low >= high:
+        return []
+    rows = thresholds_for_suite(pair.suite.pk)
+    alpha = REMAINDER_ALPHA / max(len(pair.series), 1)
+    found = []
+    for series in pair.series:
+        before = _values_at(series_id=series.pk, position=base_position + low, repository_id=repository_id)
+        after = _values_at(series_id=series.pk, position=base_position + high, repository_id=repository_id)
+        if not before or not after or min(before + after) <= 0:
+            continue
+        assert pair.projection is not None
+        threshold = threshold_resolve(metric=series.metric, suite_id=pair.suite.pk, rows=rows)
+        observed = statistics.median(after) - statistics.median(before)
+        change, _, _, p_value, holds, _, _, _ = change_verdict(
+            base_values=before,
+            head_values=after,
+            series_sigma_log=pair.projection.sigma.get(series.pk, 0.0),
+            direction=1 if observed >= 0 else -1,
+            min_relative_change=threshold.min_relative_change,
+            alpha=alpha,
         )
-        commit = Commit.objects.filter(pk=commit_id).first()
-        if group is None or commit is None or "bisection_stopped" in group.evidence:
-            return "nothing"
-        base, head = group.base_commit, group.head_commit
-        if None in (base.position, head.position, commit.position) or not (
-            base.position < commit.position < head.position  # type: ignore[operator]
-        ):
-            return "nothing"
-        reference = _bisection_reference(group)
-        if reference is None:
-            return "nothing"
-        series = Series.objects.select_related("suite").get(pk=int(reference["series_id"]))
-        runs = end_runs(commit_id=commit.pk, suite=series.suite, hardware_class=series.hardware_class)
-        if not runs or any(run.status != RunStatus.SUCCEEDED for run in runs):
-            return "waiting"
-        logs = log_values(end_values(series_id=series.pk, commit_id=commit.pk))
-        if not logs:
-            return "nothing"
-        sigma = reference["sigma_log"]
-        level = robust_mean(logs, sigma)
-        # Log-odds of "as before the change" over "as after it", from n runs of known noise.
-        log_odds = (
-            len(logs)
-            * ((level - reference["head_log"]) ** 2 - (level - reference["base_log"]) ** 2)
-            / (2 * sigma**2)
-        )
-        if abs(log_odds) < math.log(BISECT_ODDS):
-            if len(runs) < BISECT_MAX_RUNS and suite_budget_use(suite=series.suite).allows_another:
-                run_enqueue(
-                    commit=commit,
-                    suite=series.suite,
-                    hardware_class=series.hardware_class,
-                    forced=True,
-                    kind=RunKind.BISECTION,
+        if holds:
+            found.append(_Remainder(series, before, after, change, p_value))
+    return found
+
+
+def _remainder_open(
+    group: AlertGroup,
+    commits: Sequence[Commit],
+    parent: Commit,
+    culprit: Commit,
+    pairs: Sequence[_PairEvidence],
+) -> list[int]:
+    """Test whether the found culprit explains the group's whole change (`commits` is the searched range);
+    open what it leaves as a second, suspected group of the sub-range that holds it. Returns new groups."""
+    base_position = commits[0].position or 0
+    parent_index = (parent.position or 0) - base_position
+    culprit_index = (culprit.position or 0) - base_position
+    head_index = len(commits) - 1
+    opened = []
+    for pair in pairs:
+        # Left: base against the last benchmarked commit before the culprit; right: the culprit (or the
+        # first benchmarked commit after it) against the head.
+        left = _benchmarked(pair=pair, low=0, high=parent_index)
+        right = _benchmarked(pair=pair, low=culprit_index, high=head_index)
+        sides = []
+        if left and left[-1] > 0:
+            sides.append((0, left[-1]))
+        if right and right[0] < head_index:
+            sides.append((right[0], head_index))
+        for low, high in sides:
+            found = _remainders(
+                pair=pair,
+                base_position=base_position,
+                low=low,
+                high=high,
+                repository_id=culprit.repository_id,
+            )
+            if found:
+                second = _second_group(group=group, base=commits[low], head=commits[high], found=found)
+                if second is not None:
+                    opened.append(second)
+    return opened
+
+
+def _second_group(
+    *, group: AlertGroup, base: Commit, head: Commit, found: Sequence[_Remainder]
+) -> int | None:
+    second, created = AlertGroup.objects.get_or_create(
+        base_commit=base,
+        head_commit=head,
+        defaults={
+            "kind": GroupKind.REGRESSION,
+            "range_reason": f"the rest of group #{group.pk}'s change, which its culprit does not explain",
+        },
+    )
+    if created:
+        alerts_store(
+            group_id=second.pk,
+            alerts=[
+                (
+                    remainder.series,
+                    AlertValues(
+                        kind=change_kind(metric=remainder.series.metric, change_pct=remainder.change_pct),
+                        before=statistics.median(remainder.before),
+                        after=statistics.median(remainder.after),
+                        change_pct=remainder.change_pct,
+                        p_value=remainder.p_value,
+                    ),
                 )
-                return "repeat"
-            AlertGroup.objects.filter(pk=group.pk).update(
-                evidence={**group.evidence, "bisection_stopped": commit.sha}
-            )
-            TriageEvent.objects.create(
-                group=group,
-                field="bisection",
-                new_value=f"stopped: {len(runs)} runs of {commit.short_sha} lie between both sides",
-            )
-            return "stopped"
-        if log_odds > 0:
-            done = _narrow(group=group, base=commit, head=head, why=f"{commit.short_sha} measures as before")
-        else:
-            done = _narrow(group=group, base=base, head=commit, why=f"{commit.short_sha} measures as after")
-        if done:
-            _narrow_past_docs(group)
-        return "narrowed" if done else "nothing"
+                for remainder in found
+            ],
+        )
+    TriageEvent.objects.create(
+        group=group,
+        field="search",
+        new_value=(
+            f"the culprit leaves a change in {base.short_sha}..{head.short_sha}: "
+            f"{'opened' if created else 'already'} group #{second.pk}"
+        ),
+    )
+    if not created:
+        return None
+    TriageEvent.objects.create(
+        group=second,
+        field="state",
+        new_value=f"suspected: what the culprit of group #{group.pk} leaves unexplained",
+    )
+    return second.pk

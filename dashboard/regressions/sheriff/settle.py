@@ -22,7 +22,7 @@ from dashboard.regressions.detect.alerts import (
 )
 from dashboard.regressions.models import Alert, AlertGroup, GroupState
 from dashboard.regressions.notifications import notifications_schedule
-from dashboard.regressions.sheriff.search import group_bisect, group_bisect_decide, groups_around
+from dashboard.regressions.sheriff.search import group_search, groups_searching
 from dashboard.regressions.sheriff.verdicts import group_judge, group_verify, groups_verify
 
 logger = logging.getLogger(__name__)
@@ -30,14 +30,13 @@ logger = logging.getLogger(__name__)
 
 def run_settle(*, run_id: int) -> DetectionOutcome:
     """Everything a stored run sets off: detection around its commit, verification of the groups it found,
-    the verdicts it completes, the next bisection runs, and the suite's next runs."""
+    the verdicts it completes, the next step of every culprit search of its suite and hardware class (the
+    run may lie inside a range or beside one, where it refines a side's level), and the suite's next runs."""
     outcome = run_detect(run_id=run_id)
     groups_verify(group_ids=outcome.group_ids)
-    touched = run_verdicts(run_id=run_id)
-    # Only once the run has been placed does the next middle commit follow from the narrowed range.
+    run_verdicts(run_id=run_id)
     run = Run.objects.select_related("suite").get(pk=run_id)
-    for group_id in sorted(set(touched) | set(groups_around(commit_id=run.commit_id))):
-        group_bisect(group_id=group_id)
+    groups_search(suite_id=run.suite_id, hardware_class=run.hardware_class)
     # The node that ran it takes its next run now rather than at the scheduler's next beat.
     if run.source == Run.Source.RUNNER and not run.suite.installs_releases:
         runs_schedule(suite=run.suite, hardware_class=run.hardware_class)
@@ -45,11 +44,10 @@ def run_settle(*, run_id: int) -> DetectionOutcome:
 
 
 def run_verdicts(*, run_id: int) -> list[int]:
-    """After a run is stored: judge the suspected groups it ends, and place it in the confirmed ranges it
-    lies inside. Returns the groups it touched."""
+    """After a run is stored: judge the suspected groups it ends. Returns them."""
     run = (
         Run.objects.filter(pk=run_id, status=RunStatus.SUCCEEDED)
-        .values("commit_id", "commit__position", "suite_id", "hardware_class")
+        .values("commit_id", "suite_id", "hardware_class")
         .first()
     )
     if run is None:
@@ -57,35 +55,35 @@ def run_verdicts(*, run_id: int) -> list[int]:
     touching = Alert.objects.filter(
         series__suite_id=run["suite_id"], series__hardware_class=run["hardware_class"]
     )
-    groups = AlertGroup.objects.filter(pk__in=touching.values("group_id"))
     ends = list(
-        groups.filter(state=GroupState.SUSPECTED)
+        AlertGroup.objects.filter(pk__in=touching.values("group_id"), state=GroupState.SUSPECTED)
         .filter(Q(base_commit_id=run["commit_id"]) | Q(head_commit_id=run["commit_id"]))
         .values_list("pk", flat=True)
     )
     for group_id in ends:
         group_judge(group_id=group_id)
-    inside: list[int] = []
-    if run["commit__position"] is not None:
-        inside = list(
-            groups.filter(
-                state=GroupState.CONFIRMED,
-                base_commit__position__lt=run["commit__position"],
-                head_commit__position__gt=run["commit__position"],
-            ).values_list("pk", flat=True)
-        )
-        for group_id in inside:
-            group_bisect_decide(group_id=group_id, commit_id=run["commit_id"])
-    return sorted(set(ends) | set(inside))
+    return ends
+
+
+def groups_search(*, suite_id: int | None = None, hardware_class: str | None = None) -> list[Run]:
+    """The next step of every open culprit search (of one suite and hardware class, or all), the most
+    urgent kind of change first; the suspected groups a found culprit leaves are verified."""
+    queued: list[Run] = []
+    for group_id in groups_searching(suite_id=suite_id, hardware_class=hardware_class):
+        step = group_search(group_id=group_id)
+        queued.extend(step.queued)
+        queued.extend(groups_verify(group_ids=step.opened))
+    return queued
 
 
 def groups_verify_pending() -> list[Run]:
-    """Safety net: queue what suspected groups still lack (a budget that refilled, a failed repeat) and
-    judge those whose repeats are all in (a lost message)."""
+    """Safety net: queue what suspected groups still lack (a budget that refilled, a failed repeat), judge
+    those whose repeats are all in (a lost message), and take the next step of every open search."""
     queued: list[Run] = []
     for group_id in AlertGroup.objects.filter(state=GroupState.SUSPECTED).values_list("pk", flat=True):
         queued.extend(group_verify(group_id=group_id))
         group_judge(group_id=group_id)
+    queued.extend(groups_search())
     return queued
 
 

@@ -1,13 +1,14 @@
-"""Verdicts: a suspected change is confirmed or dismissed by re-runs before anyone is told, and a confirmed
-one is narrowed to its commit by bisection runs repeated where one run cannot tell.
+"""Verdicts: a suspected change is confirmed or dismissed by fresh re-runs before anyone is told; a confirmed
+one is then searched to its culprit commit (`search`).
 
 Detection makes a *suspected* group. Its base and head commits are run again on every suite and hardware
 class of its alerts (kind `verification`, interleaved, `PERFWATCH_VERIFICATION_REPEATS` times each), ahead
 of new commits and within the suite's daily GPU-hour budget. When the repeats are in, every alert is
-tested on all runs of both ends (`statistics.change_estimate`): one that holds (significant in the
-detected direction, and at least the metric's minimum change) confirms the group, which then notifies
-once and is bisected. When none can hold, the group is dismissed and keeps its evidence; when the
-repeats cannot tell yet, as many again are run.
+tested on those repeats alone (`statistics.change_estimate`), never on the runs that raised the alarm,
+which were picked for looking changed: one that holds (significant in the detected direction, and at
+least the metric's minimum change) confirms the group, which then notifies once and is searched. When
+none can hold, the group is dismissed and keeps its evidence; when the repeats cannot tell yet, as many
+again are run.
 
 Every step is a function of what the database holds (runs, measurements, the group's row under its lock),
 so a lost message or a task run twice only delays a verdict, never doubles one.
@@ -15,10 +16,8 @@ so a lost message or a task run twice only delays a verdict, never doubles one.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -30,24 +29,20 @@ from dashboard.benchmarks.models import (
     Run,
     RunKind,
     RunStatus,
-    Series,
     Suite,
 )
 from dashboard.benchmarks.runs import run_enqueue
-from dashboard.benchmarks.statistics import change_estimate
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
-from dashboard.regressions.detect.windows import series_window
 from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEvent
 from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
-    NOISE_FLOOR_LOG,
+    change_verdict,
     end_runs,
-    end_values,
-    kept_logs,
-    log_values,
+    fresh_values,
+    series_noise_log,
 )
-from dashboard.regressions.sheriff.search import group_bisect
+from dashboard.regressions.sheriff.search import group_search
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +51,7 @@ CONFIRM_ALPHA = 0.01
 # Past this p-value a change is not worth another round of repeats.
 HOPELESS_P = 0.5
 # Rounds of repeats before a group that still cannot be told from noise is dismissed.
-MAX_ROUNDS = 2
+MAX_ROUNDS = 3
 
 
 # The test
@@ -88,69 +83,19 @@ class AlertVerdict:
         return (self.head_log - self.base_log) / se if se else 0.0
 
 
-def _series_noise_log(*, series: Series, commit_id: int) -> float:
-    """Run-to-run noise of a series in log space: MAD of first differences around `commit_id`."""
-    points = series_window(series=series, commit_id=commit_id, size=61).points
-    logs = log_values(point.value for point in points)
-    diffs = [b - a for a, b in itertools.pairwise(logs)]
-    if len(diffs) < 4:
-        return 0.0
-    middle = statistics.median(diffs)
-    return statistics.median(abs(d - middle) for d in diffs) / 0.6744897501960817 / math.sqrt(2)
-
-
-def _pooled_sigma(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
-    squares, freedom = 0.0, 0
-    for logs in groups:
-        if len(logs) >= 2:
-            mean = statistics.fmean(logs)
-            squares += sum((v - mean) ** 2 for v in logs)
-            freedom += len(logs) - 1
-    return (math.sqrt(squares / freedom) if freedom else 0.0), freedom
-
-
-def change_verdict(
-    *,
-    base_values: Sequence[float],
-    head_values: Sequence[float],
-    series_sigma_log: float,
-    direction: int,
-    min_relative_change: float,
-    alpha: float,
-) -> tuple[float, float, float, float, bool, float, float, float]:
-    """(change %, 95 % low, high, one-sided p, holds, sigma, base log level, head log level) of the runs
-    at both ends; `direction` is the sign of the change detection saw."""
-    base, head = log_values(base_values), log_values(head_values)
-    if series_sigma_log > 0:
-        base, head = kept_logs(base, series_sigma_log), kept_logs(head, series_sigma_log)
-    pooled, freedom = _pooled_sigma([base, head])
-    # The series' noise is the better estimate with few repeats; a larger spread among them wins.
-    sigma = max(series_sigma_log, pooled if freedom >= 2 else 0.0, NOISE_FLOOR_LOG)
-    base, head = kept_logs(base, sigma), kept_logs(head, sigma)
-    estimate = change_estimate(
-        before=[math.exp(v) for v in base],
-        after=[math.exp(v) for v in head],
-        noise=max(series_sigma_log, NOISE_FLOOR_LOG),
-        min_relative_change=min_relative_change,
-    )
-    # The test is two-sided; detection already said which way, so half its p-value is the one-sided one.
-    two_sided = estimate.p_value if estimate.p_value is not None else 1.0
-    p_value = two_sided / 2 if estimate.change_pct * direction > 0 else 1 - two_sided / 2
-    holds = p_value < alpha and abs(estimate.change_pct) >= min_relative_change * 100
-    low = estimate.low_pct if estimate.low_pct is not None else estimate.change_pct
-    high = estimate.high_pct if estimate.high_pct is not None else estimate.change_pct
-    base_level, head_level = statistics.fmean(base), statistics.fmean(head)
-    return estimate.change_pct, low, high, p_value, holds, sigma, base_level, head_level
-
-
 def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert]) -> list[AlertVerdict]:
     verdicts = []
     alpha = CONFIRM_ALPHA / max(len(alerts), 1)
     rows: dict[int, list] = {}
     for alert in alerts:
         series = alert.series
-        base_values = end_values(series_id=series.pk, commit_id=group.base_commit_id)
-        head_values = end_values(series_id=series.pk, commit_id=group.head_commit_id)
+        # Fresh runs only: the run that raised the alarm was picked for looking changed (a winner's curse).
+        base_values = fresh_values(
+            series_id=series.pk, commit_id=group.base_commit_id, since=group.created_at
+        )
+        head_values = fresh_values(
+            series_id=series.pk, commit_id=group.head_commit_id, since=group.created_at
+        )
         if not base_values or not head_values or min(base_values + head_values) <= 0:
             continue
         if series.suite_id not in rows:
@@ -161,7 +106,7 @@ def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert]) -> list[Alert
         change, low, high, p_value, holds, sigma, base_log, head_log = change_verdict(
             base_values=base_values,
             head_values=head_values,
-            series_sigma_log=_series_noise_log(series=series, commit_id=group.head_commit_id),
+            series_sigma_log=series_noise_log(series=series, commit_id=group.head_commit_id),
             direction=1 if alert.change_pct > 0 else -1,
             min_relative_change=threshold.min_relative_change,
             alpha=alpha,
@@ -203,12 +148,16 @@ def _pairs(group: AlertGroup) -> list[tuple[Suite, str]]:
     return [(suites[suite_id], hardware) for suite_id, hardware in pairs]
 
 
-def _repeats_count(*, commit_id: int, suite: Suite, hardware_class: str) -> int:
-    """Verification runs of an end, failed ones included: a run that failed its attempts is not queued
-    again and again; the verdict is made on the repeats that succeeded."""
+def _repeats_count(*, group: AlertGroup, commit_id: int, suite: Suite, hardware_class: str) -> int:
+    """Verification runs of an end made for this group, failed ones included: a run that failed its
+    attempts is not queued again and again; the verdict is made on the repeats that succeeded."""
     return (
         Run.objects.filter(
-            commit_id=commit_id, suite=suite, hardware_class=hardware_class, kind=RunKind.VERIFICATION
+            commit_id=commit_id,
+            suite=suite,
+            hardware_class=hardware_class,
+            kind=RunKind.VERIFICATION,
+            queued_at__gte=group.created_at,
         )
         .exclude(status=RunStatus.CANCELLED)
         .count()
@@ -249,7 +198,9 @@ def group_verify(*, group_id: int) -> list[Run]:
         for suite, hardware_class in _pairs(group):
             ends = []
             for commit in (group.base_commit, group.head_commit):
-                done = _repeats_count(commit_id=commit.pk, suite=suite, hardware_class=hardware_class)
+                done = _repeats_count(
+                    group=group, commit_id=commit.pk, suite=suite, hardware_class=hardware_class
+                )
                 version = ""
                 if suite.installs_releases:
                     version = _release_version(
@@ -304,7 +255,7 @@ def group_judge(*, group_id: int) -> str:
     state, follow_up = _judge(group_id=group_id)
     if follow_up == "confirmed":
         notifications_schedule(group_ids=[group_id])
-        group_bisect(group_id=group_id)
+        groups_verify(group_ids=group_search(group_id=group_id).opened)
     elif follow_up == "again":
         group_verify(group_id=group_id)
     return state
@@ -329,7 +280,12 @@ def _judge(*, group_id: int) -> tuple[str, str]:
                 runs = end_runs(commit_id=commit_id, suite=suite, hardware_class=hardware_class)
                 if any(run.status != RunStatus.SUCCEEDED for run in runs):
                     return group.state, ""  # a repeat is still on its way
-                if _repeats_count(commit_id=commit_id, suite=suite, hardware_class=hardware_class) < wanted:
+                if (
+                    _repeats_count(
+                        group=group, commit_id=commit_id, suite=suite, hardware_class=hardware_class
+                    )
+                    < wanted
+                ):
                     return group.state, ""  # group_verify queues what is missing (budget permitting)
         alerts = list(
             group.alerts.filter(source=Alert.Source.DETECTOR).select_related("series__suite").order_by("pk")

@@ -1,0 +1,214 @@
+"""Where in a range a change happened: a posterior over its culprit commit, and where the next run tells
+most (noisy binary search, Horstein's probabilistic bisection). Pure: no Django, tested without a database.
+
+A range's commits are numbered 0 (base) to n (head). The change is after commit c - 1 and at commit c,
+for one c in 1..n; a run at commit i then measures the old level when i < c and the new one when i >= c.
+
+Each run is first reduced to one number, its *share of the change*: 0 at the old level, 1 at the new
+one. The series of a run are projected on the change they show between the two sides (weighted by their
+change over their noise, so the series that moved most count most), and the scale of that share is taken
+from the runs at both sides themselves, so noise shared by the metrics of one run is not counted as
+independent evidence. A run's likelihood is a mixture: mostly normal around its side's level, with a
+broad component for slow or broken runs, which therefore weigh little but still count.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# The prior weight of a commit that touches only docs, tests or CI, against 1 for any other: such a
+# commit rarely changes performance (a CI image bump can), so it is searched last, never ruled out.
+DOCS_PRIOR_WEIGHT = 0.05
+# Share of runs that are slow or broken, and how broad (in shares of the change) their spread is.
+OUTLIER_SHARE = 0.05
+OUTLIER_SPREAD = 3.0
+# The search stops once one commit holds this much of the posterior.
+CULPRIT_PROBABILITY = 0.95
+# Fewer residuals than this at the sides, and the share's scale comes from the series' noise alone.
+MIN_RESIDUALS = 5
+
+_GRID = np.linspace(-8.0, 9.0, 1701)
+_GRID_STEP = float(_GRID[1] - _GRID[0])
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One finished run at commit `index` of the range (0 = base, n = head): its share of the change."""
+
+    index: int
+    share: float
+
+
+@dataclass(frozen=True)
+class Projection:
+    """How runs of one suite and hardware class become shares: the side levels and noise of each series."""
+
+    old: Mapping[int, float]  # series id -> log level before the change
+    new: Mapping[int, float]  # series id -> log level after it
+    sigma: Mapping[int, float]  # series id -> run-to-run noise (log scale)
+    scale: float  # the noise of one run's share
+
+    def share(self, logs: Mapping[int, float]) -> float | None:
+        """A run's share of the change from its log values by series; None if none of them carries it."""
+        top = bottom = 0.0
+        for series_id, value in logs.items():
+            if series_id not in self.old:
+                continue
+            step = self.new[series_id] - self.old[series_id]
+            weight = step / self.sigma[series_id] ** 2
+            top += weight * (value - self.old[series_id])
+            bottom += weight * step
+        return top / bottom if bottom > 0 else None
+
+
+def _location(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+Run = Mapping[int, float]  # one run's log values by series id
+
+
+def _commit_spread(commits: Sequence[Sequence[Run]], series_id: int, level: float) -> list[float]:
+    """Each side commit's median off its side's level: the spread from commit to commit, which repeats of
+    one commit (run back to back, on one node) can understate."""
+    spread = []
+    for runs in commits:
+        values = [run[series_id] for run in runs if series_id in run]
+        if values:
+            spread.append(statistics.median(values) - level)
+    return spread
+
+
+def projection_fit(
+    *,
+    old_side: Sequence[Sequence[Run]],
+    new_side: Sequence[Sequence[Run]],
+    sigma: Mapping[int, float],
+) -> Projection | None:
+    """The projection from the runs at and before the base (`old_side`) and at and after the head
+    (`new_side`), each a commit's runs, and each series' noise (widened to the spread of the side commits
+    where they are enough to tell); None when no series has runs on both sides."""
+    old: dict[int, float] = {}
+    new: dict[int, float] = {}
+    kept: dict[int, float] = {}
+    old_runs = [run for runs in old_side for run in runs]
+    new_runs = [run for runs in new_side for run in runs]
+    for series_id, noise in sigma.items():
+        before = [run[series_id] for run in old_runs if series_id in run]
+        after = [run[series_id] for run in new_runs if series_id in run]
+        if not before or not after or noise <= 0:
+            continue
+        old[series_id], new[series_id] = _location(before), _location(after)
+        spread = _commit_spread(old_side, series_id, old[series_id])
+        spread += _commit_spread(new_side, series_id, new[series_id])
+        kept[series_id] = noise
+        if len(spread) >= MIN_RESIDUALS:
+            kept[series_id] = max(noise, statistics.median(abs(v) for v in spread) * 1.4826)
+    separation = sum((new[s] - old[s]) ** 2 / kept[s] ** 2 for s in old)
+    if separation <= 0:
+        return None
+    independent = 1.0 / math.sqrt(separation)
+    draft = Projection(old=old, new=new, sigma=kept, scale=independent)
+    residuals = [share for run in old_runs if (share := draft.share(run)) is not None]
+    residuals += [share - 1.0 for run in new_runs if (share := draft.share(run)) is not None]
+    # The side levels are estimates too (medians of a few runs): their error moves every share alike.
+    level_error = math.sqrt(1 + math.pi / 2 * (1 / max(len(old_runs), 1) + 1 / max(len(new_runs), 1)))
+    independent *= level_error
+    scale = independent
+    if len(residuals) >= MIN_RESIDUALS:
+        # Noise shared by the metrics of one run shows as a wider spread of the shares than independence
+        # predicts; the side levels were fitted to these runs, hence the correction for their count.
+        centre = statistics.median(residuals)
+        mad = statistics.median(abs(r - centre) for r in residuals) * 1.4826
+        scale = max(independent, mad * math.sqrt(len(residuals) / max(len(residuals) - 2, 1)))
+    return Projection(old=old, new=new, sigma=kept, scale=scale)
+
+
+def _mixture_log_density(value: float | np.ndarray, level: float, scale: float) -> np.ndarray:
+    broad = max(OUTLIER_SPREAD, 10 * scale)
+    normal = np.exp(-0.5 * ((value - level) / scale) ** 2) / (math.sqrt(2 * math.pi) * scale)
+    wide = np.exp(-0.5 * ((value - level) / broad) ** 2) / (math.sqrt(2 * math.pi) * broad)
+    return np.log((1 - OUTLIER_SHARE) * normal + OUTLIER_SHARE * wide + 1e-300)
+
+
+def prior_weights(*, docs_only: Sequence[bool]) -> np.ndarray:
+    """The prior over candidates 1..n (docs_only[k] for candidate k + 1), normalised."""
+    weights = np.array([DOCS_PRIOR_WEIGHT if docs else 1.0 for docs in docs_only], dtype=float)
+    return weights / weights.sum()
+
+
+def posterior(
+    *, prior: np.ndarray, observations: Sequence[tuple[Observation, float]], length: int
+) -> np.ndarray:
+    """The posterior over candidates 1..length, from runs (observation, its share's scale) at any commit
+    of the range; runs at the ends say nothing about where inside it the change is, so they are skipped."""
+    old_loglik = np.zeros(length + 1)  # by commit index: the log-likelihood of its runs at the old level
+    new_loglik = np.zeros(length + 1)
+    for observation, scale in observations:
+        if 0 < observation.index < length:
+            old_loglik[observation.index] += float(_mixture_log_density(observation.share, 0.0, scale))
+            new_loglik[observation.index] += float(_mixture_log_density(observation.share, 1.0, scale))
+    # Candidate c: commits 1..c-1 old, c..n-1 new.
+    old_before = np.concatenate([[0.0], np.cumsum(old_loglik[1:length])])  # commits 1..c-1, c = 1..n
+    new_total = float(new_loglik[1:length].sum())
+    new_from = new_total - np.concatenate([[0.0], np.cumsum(new_loglik[1:length])])
+    loglik = old_before + new_from
+    log_post = np.log(prior) + loglik
+    log_post -= log_post.max()
+    result = np.exp(log_post)
+    return result / result.sum()
+
+
+def _binary_information(new_probability: float, scale: float) -> float:
+    """Mutual information (nats) between the side of a commit (new with `new_probability`) and one run's
+    share measured there with noise `scale`."""
+    q = min(max(new_probability, 0.0), 1.0)
+    if q <= 1e-12 or q >= 1 - 1e-12:
+        return 0.0
+    old = np.exp(_mixture_log_density(_GRID, 0.0, scale))
+    new = np.exp(_mixture_log_density(_GRID, 1.0, scale))
+    mixed = (1 - q) * old + q * new
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = (1 - q) * old * np.log(np.where(old > 0, old / mixed, 1.0)) + q * new * np.log(
+            np.where(new > 0, new / mixed, 1.0)
+        )
+    return float(np.nansum(terms) * _GRID_STEP)
+
+
+def information_gain(*, probabilities: np.ndarray, index: int, scale: float, pending: int = 0) -> float:
+    """Expected information (nats) of one more run at commit `index` (0 < index < n) about the culprit,
+    given `pending` runs already on their way there: what k + 1 runs tell over what k runs tell, with
+    k runs counted as one of noise scale / sqrt(k)."""
+    new_probability = float(probabilities[:index].sum())  # candidates 1..index make commit `index` new
+    after = _binary_information(new_probability, scale / math.sqrt(pending + 1))
+    before = _binary_information(new_probability, scale / math.sqrt(pending)) if pending else 0.0
+    return max(0.0, after - before)
+
+
+@dataclass(frozen=True)
+class Choice:
+    index: int
+    gain: float
+
+
+def next_commit(
+    *, probabilities: np.ndarray, scale: float, pending: Mapping[int, int], runs: Mapping[int, int]
+) -> Choice | None:
+    """The commit of the range (0 < index < n) whose next run is expected to tell most about the culprit,
+    repeats included; on a tie, the one with fewer runs so far. None when the range has no inside."""
+    length = len(probabilities)
+    best: Choice | None = None
+    best_key: tuple[float, int] | None = None
+    for index in range(1, length):
+        gain = information_gain(
+            probabilities=probabilities, index=index, scale=scale, pending=pending.get(index, 0)
+        )
+        key = (round(gain, 9), -runs.get(index, 0))
+        if best_key is None or key > best_key:
+            best, best_key = Choice(index=index, gain=gain), key
+    return best

@@ -1,0 +1,129 @@
+"""The culprit posterior and the choice of the next run, without a database: a culprit whose only run was an
+outlier is run again, already-benchmarked ranges still narrow, docs-only commits start low but not at zero,
+and a run on its way counts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dashboard.regressions.sheriff.posterior import (
+    CULPRIT_PROBABILITY,
+    Observation,
+    information_gain,
+    next_commit,
+    posterior,
+    prior_weights,
+    projection_fit,
+)
+
+SCALE = 0.2  # one run's share of the change is known to about a fifth of the change
+
+
+def _search(*, length: int, culprit: int, shares: dict[int, list[float]], rounds: int = 20) -> list[int]:
+    """Run the search against a world where commit i measures `shares[i]` in turn (then its true side):
+    returns the commits it ran, in order, until one candidate holds 95 %."""
+    prior = prior_weights(docs_only=[False] * length)
+    observed: list[tuple[Observation, float]] = [
+        (Observation(index=i, share=share), SCALE) for i, values in shares.items() for share in values[:1]
+    ]
+    served = {i: 1 for i in shares}
+    ran: list[int] = []
+    for _ in range(rounds):
+        probabilities = posterior(prior=prior, observations=observed, length=length)
+        if probabilities.max() >= CULPRIT_PROBABILITY:
+            break
+        runs = {i: sum(1 for o, _ in observed if o.index == i) for i in range(length + 1)}
+        choice = next_commit(probabilities=probabilities, scale=SCALE, pending={}, runs=runs)
+        assert choice is not None
+        ran.append(choice.index)
+        again = shares.get(choice.index, [])
+        share = again[served.get(choice.index, 0)] if served.get(choice.index, 0) < len(again) else None
+        served[choice.index] = served.get(choice.index, 0) + 1
+        if share is None:
+            share = 1.0 if choice.index >= culprit else 0.0
+        observed.append((Observation(index=choice.index, share=share), SCALE))
+    probabilities = posterior(prior=prior, observations=observed, length=length)
+    assert int(np.argmax(probabilities)) + 1 == culprit
+    assert probabilities.max() >= CULPRIT_PROBABILITY
+    return ran
+
+
+def test_the_first_run_of_an_unbenchmarked_range_goes_to_its_middle() -> None:
+    probabilities = prior_weights(docs_only=[False] * 8)
+
+    choice = next_commit(probabilities=probabilities, scale=SCALE, pending={}, runs={})
+
+    assert choice is not None and choice.index == 4
+
+
+def test_a_culprit_whose_only_run_was_an_outlier_is_run_again_and_named() -> None:
+    # Commits 1..7 each ran once; the culprit 5's run was a slow outlier far below both levels.
+    shares = {i: [1.0 if i >= 5 else 0.0] for i in range(1, 8)}
+    shares[5] = [-4.0, 1.0]
+
+    ran = _search(length=8, culprit=5, shares=shares)
+
+    assert ran[0] == 5  # the commit whose only run told nothing is the first one run again
+
+
+def test_a_range_whose_every_commit_has_one_run_still_narrows_to_its_culprit() -> None:
+    # One run per commit, each a little noisy; the posterior holds the culprit only after repeats.
+    shares = {i: [(1.0 if i >= 6 else 0.0) + (0.3 if i % 2 else -0.3)] for i in range(1, 10)}
+
+    _search(length=10, culprit=6, shares=shares)
+
+
+def test_an_outlier_weighs_little_but_still_counts() -> None:
+    prior = prior_weights(docs_only=[False] * 4)
+    alone = posterior(prior=prior, observations=[], length=4)
+    outlier = posterior(prior=prior, observations=[(Observation(index=2, share=-5.0), SCALE)], length=4)
+    clean = posterior(prior=prior, observations=[(Observation(index=2, share=0.0), SCALE)], length=4)
+
+    # An old-looking run at commit 2 puts the culprit after it; an outlier there moves the posterior
+    # only a little, and the same way as a clean old run rather than not at all.
+    assert clean[2:].sum() > 0.99
+    assert alone[2:].sum() < outlier[2:].sum() < 0.9
+
+
+def test_docs_only_commits_start_low_but_never_at_zero() -> None:
+    prior = prior_weights(docs_only=[False, True, False])
+
+    assert 0 < prior[1] < prior[0] / 10
+    # Its own runs can still make it the culprit.
+    observations = [
+        (Observation(index=1, share=0.0), SCALE),
+        (Observation(index=2, share=1.0), SCALE),
+        (Observation(index=2, share=1.0), SCALE),
+    ]
+    assert int(np.argmax(posterior(prior=prior, observations=observations, length=3))) == 1
+
+
+def test_a_pending_run_makes_another_one_there_worth_less() -> None:
+    probabilities = prior_weights(docs_only=[False] * 8)
+
+    first = information_gain(probabilities=probabilities, index=4, scale=SCALE)
+    second = information_gain(probabilities=probabilities, index=4, scale=SCALE, pending=1)
+    choice = next_commit(probabilities=probabilities, scale=SCALE, pending={4: 1}, runs={})
+
+    assert 0 < second < first / 10
+    assert choice is not None and choice.index != 4
+
+
+def test_the_share_scale_widens_when_the_metrics_of_a_run_move_together() -> None:
+    rng = np.random.default_rng(3)
+    sigma = {series: 0.01 for series in range(10)}
+
+    def side(level: float) -> list[list[dict[int, float]]]:
+        commits = []
+        for _ in range(4):
+            shared = rng.normal(0, 0.01)  # one slow or fast run moves every metric alike
+            commits.append([{s: level + shared + rng.normal(0, 0.001) for s in sigma}])
+        return commits
+
+    projection = projection_fit(old_side=side(0.0), new_side=side(0.05), sigma=sigma)
+
+    assert projection is not None
+    independent = 1 / math.sqrt(sum((0.05 / 0.01) ** 2 for _ in sigma))
+    assert projection.scale > 2 * independent

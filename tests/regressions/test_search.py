@@ -1,0 +1,245 @@
+"""The culprit search of confirmed groups against a world with fresh noise in every run: it ends at the exact
+culprit when that commit's only run was an outlier, when every commit of the range already has a run,
+and for an improvement; a culprit that explains only part of its group leaves a second group; and
+verification judges fresh repeats only, never the runs that raised the alarm."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import cast
+
+import pytest
+
+from dashboard.benchmarks import runs
+from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series
+from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState
+from dashboard.regressions.sheriff.search import group_search
+from dashboard.regressions.sheriff.settle import groups_search
+from dashboard.regressions.sheriff.verdicts import group_judge, group_verify
+from tests.factories import CommitFactory, run_with_values
+from tests.regressions.conftest import suite_create
+from tests.regressions.test_alerts import THROUGHPUT
+
+pytestmark = pytest.mark.django_db
+
+LEVEL = 725.0
+NOISE = 0.01  # relative run-to-run noise of every run
+BASE, HEAD = 29, 37  # the confirmed range (29, 37]: eight candidate culprits
+
+
+@pytest.fixture(autouse=True)
+def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The runs whose message would go out to a GPU node (there is none here)."""
+    sent: list[int] = []
+    monkeypatch.setattr(runs, "_dispatch", lambda run: sent.append(run.pk))
+    return sent
+
+
+class World:
+    """Commits 0..66 of one suite whose throughput at commit i is `level(i)` times fresh noise per run."""
+
+    def __init__(
+        self, *, level: Callable[[int], float], benchmarked: Callable[[int], bool], seed: int
+    ) -> None:
+        self.level = level
+        self.rng = random.Random(seed)
+        self.suite = suite_create()
+        self.commits = [cast(Commit, CommitFactory()) for _ in range(67)]
+        self.overrides: dict[int, list[float]] = {}  # commit -> the values of its next runs, in turn
+        for index, commit in enumerate(self.commits):
+            # The ends of the range also hold the repeats that verified the change.
+            for _ in range(3 if index in (BASE, HEAD) else 1 if benchmarked(index) else 0):
+                run_with_values(commit=commit, suite=self.suite, values={(16, THROUGHPUT): self.value(index)})
+        self.series = Series.objects.get(suite=self.suite, metric=THROUGHPUT)
+
+    def value(self, index: int) -> float:
+        if self.overrides.get(index):
+            return self.overrides[index].pop(0)
+        return self.level(index) * (1 + self.rng.gauss(0, NOISE))
+
+    def confirmed(self, *, base: int = BASE, head: int = HEAD) -> AlertGroup:
+        """The group detection and verification would leave for (base, head]."""
+        before, after = self.level(base), self.level(head)
+        change = (after - before) / before * 100
+        kind = GroupKind.REGRESSION if change < 0 else GroupKind.IMPROVEMENT
+        group = AlertGroup.objects.create(
+            base_commit=self.commits[base],
+            head_commit=self.commits[head],
+            kind=kind,
+            state=GroupState.CONFIRMED,
+        )
+        Alert.objects.create(
+            group=group,
+            series=self.series,
+            kind=kind,
+            before_value=before,
+            after_value=after,
+            change_pct=change,
+            p_value=1e-9,
+        )
+        return group
+
+    def search(self, group: AlertGroup, *, limit: int = 40) -> list[int]:
+        """Run the search's runs one at a time, as one node would; returns the commits it ran, in order."""
+        ran: list[int] = []
+        group_search(group_id=group.pk)
+        pending = Run.objects.filter(status=RunStatus.QUEUED, kind=RunKind.BISECTION)
+        while (run := pending.order_by("pk").first()) is not None and len(ran) < limit:
+            index = self.commits.index(run.commit)
+            ran.append(index)
+            Run.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
+            Measurement.objects.create(
+                run=run, series=self.series, commit=run.commit, value=self.value(index)
+            )
+            groups_search(suite_id=self.suite.pk, hardware_class=self.suite.hardware_class)
+        return ran
+
+    def range_of(self, group: AlertGroup) -> tuple[int, int]:
+        group.refresh_from_db()
+        return self.commits.index(group.base_commit), self.commits.index(group.head_commit)
+
+
+def _step(at: int, *, factor: float) -> Callable[[int], float]:
+    return lambda index: LEVEL * (factor if index >= at else 1.0)
+
+
+def test_a_culprit_whose_only_run_was_an_outlier_ends_at_that_commit() -> None:
+    world = World(level=_step(35, factor=0.94), benchmarked=lambda i: True, seed=1)
+    # The culprit's one stored run was a slow run, far below both levels; later runs of it are normal.
+    Measurement.objects.filter(series=world.series, commit=world.commits[35]).update(value=LEVEL * 0.6)
+    group = world.confirmed()
+
+    ran = world.search(group)
+
+    assert world.range_of(group) == (34, 35)
+    assert ran[0] == 35  # the commit whose only run told nothing is run again first
+    assert group.evidence["search"]["culprit"] == world.commits[35].sha
+
+
+def test_a_range_whose_every_commit_has_a_run_narrows_to_its_culprit() -> None:
+    # A step of three times the noise: one run per commit cannot tell, repeats where it matters can.
+    world = World(level=_step(33, factor=0.97), benchmarked=lambda i: True, seed=2)
+    group = world.confirmed()
+
+    ran = world.search(group)
+
+    assert world.range_of(group) == (32, 33)
+    assert ran and set(ran) <= set(range(BASE + 1, HEAD))
+    assert len(ran) <= 16
+
+
+def test_an_improvement_is_searched_to_its_culprit() -> None:
+    world = World(level=_step(32, factor=1.06), benchmarked=lambda i: not BASE < i < HEAD, seed=3)
+    group = world.confirmed()
+    assert group.kind == GroupKind.IMPROVEMENT
+
+    ran = world.search(group)
+
+    assert world.range_of(group) == (31, 32)
+    assert 2 <= len(ran) <= 5
+
+
+def test_a_culprit_that_explains_part_of_the_change_leaves_a_second_group() -> None:
+    # -6 % at commit 35 and another -4 % at 32, both inside the confirmed range.
+    def level(index: int) -> float:
+        return LEVEL * (0.96 if index >= 32 else 1.0) * (0.94 if index >= 35 else 1.0)
+
+    world = World(level=level, benchmarked=lambda i: not BASE < i < HEAD, seed=4)
+    group = world.confirmed()
+
+    world.search(group)
+
+    assert world.range_of(group) == (34, 35)
+    second = AlertGroup.objects.exclude(pk=group.pk).get()
+    base, head = world.range_of(second)
+    assert base < 32 <= head < 35
+    assert second.state == GroupState.SUSPECTED
+    assert list(second.alerts.values_list("series_id", flat=True)) == [world.series.pk]
+    assert second.kind == GroupKind.REGRESSION
+    # It is verified like any suspected group: fresh repeats of its own ends.
+    verification = Run.objects.filter(kind=RunKind.VERIFICATION)
+    assert set(verification.values_list("commit_id", flat=True)) == {
+        second.base_commit_id,
+        second.head_commit_id,
+    }
+    assert group.events.filter(field="search", new_value__contains=f"group #{second.pk}").exists()
+
+
+def test_a_culprit_that_explains_its_whole_change_leaves_no_second_group() -> None:
+    world = World(level=_step(35, factor=0.94), benchmarked=lambda i: not BASE < i < HEAD, seed=5)
+    group = world.confirmed()
+
+    world.search(group)
+
+    assert world.range_of(group) == (34, 35)
+    assert AlertGroup.objects.count() == 1
+
+
+def test_the_search_stops_at_its_run_cap(settings) -> None:
+    settings.PERFWATCH_SEARCH_MAX_RUNS = 2
+    world = World(level=_step(33, factor=0.985), benchmarked=lambda i: not BASE < i < HEAD, seed=6)
+    group = world.confirmed()
+
+    ran = world.search(group)
+
+    assert len(ran) == 2
+    group.refresh_from_db()
+    assert group.evidence["search"]["stopped"] == "cap"
+    assert group.events.filter(field="search", new_value__startswith="stopped after 2 runs").exists()
+    assert world.range_of(group) == (BASE, HEAD)
+
+
+def test_regressions_are_searched_before_improvements() -> None:
+    def level(index: int) -> float:
+        return LEVEL * (1.06 if index >= 12 else 1.0) * (0.94 if index >= 35 else 1.0)
+
+    world = World(level=level, benchmarked=lambda i: not (BASE < i < HEAD or 7 < i < 15), seed=7)
+    improvement = world.confirmed(base=7, head=15)
+    regression = world.confirmed()
+
+    group_search(group_id=improvement.pk)
+    group_search(group_id=regression.pk)
+    # The improvement's next run waits while the regression's run waits for the node.
+    groups_search(suite_id=world.suite.pk, hardware_class=world.suite.hardware_class)
+
+    queued = list(Run.objects.filter(status=RunStatus.QUEUED).order_by("pk"))
+    assert [world.commits.index(run.commit) for run in queued] == [11, 33]
+    Run.objects.filter(pk=queued[0].pk).delete()  # say the improvement's first run had not been queued
+    groups_search(suite_id=world.suite.pk, hardware_class=world.suite.hardware_class)
+    assert [world.commits.index(run.commit) for run in Run.objects.filter(status=RunStatus.QUEUED)] == [33]
+
+
+def test_verification_ignores_the_runs_that_raised_the_alarm(settings) -> None:
+    # The stored history shows a drop at commit 20 (the alarm); run again, both ends measure the same.
+    world = World(
+        level=lambda index: LEVEL * (0.9 if index == 20 else 1.0), benchmarked=lambda i: i <= 20, seed=8
+    )
+    group = AlertGroup.objects.create(
+        base_commit=world.commits[19], head_commit=world.commits[20], kind=GroupKind.REGRESSION
+    )
+    Alert.objects.create(
+        group=group,
+        series=world.series,
+        kind="regression",
+        before_value=LEVEL,
+        after_value=LEVEL * 0.9,
+        change_pct=-10.0,
+        p_value=1e-9,
+    )
+    settings.PERFWATCH_VERIFICATION_REPEATS = 3
+
+    group_verify(group_id=group.pk)
+    while (run := Run.objects.filter(status=RunStatus.QUEUED).order_by("pk").first()) is not None:
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
+        Measurement.objects.create(
+            run=run, series=world.series, commit=run.commit, value=LEVEL * (1 + world.rng.gauss(0, NOISE))
+        )
+        group_judge(group_id=group.pk)
+
+    group.refresh_from_db()
+    assert group.state == GroupState.DISMISSED
+    verdict = group.evidence["alerts"][0]
+    # Only the repeats were judged: the alarm's own run (at -10 %) is not among the head's values.
+    assert len(verdict["head_values"]) == len(verdict["base_values"]) >= 3
+    assert min(verdict["head_values"]) > LEVEL * 0.95
