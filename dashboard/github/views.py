@@ -3,6 +3,7 @@ request, call a selector or service, shape with dashboard.github.tables, render.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -62,7 +63,12 @@ def webhook(request: HttpRequest) -> HttpResponse:
         payload = json.loads(request.body)
         if not isinstance(payload, dict):
             raise WebhookPayloadInvalid("the payload is not a JSON object")
-        outcome = webhook_delivery_handle(delivery_id=delivery_id, event=event, payload=payload)
+        outcome = webhook_delivery_handle(
+            delivery_id=delivery_id,
+            event=event,
+            payload=payload,
+            body_sha256=hashlib.sha256(request.body).hexdigest(),
+        )
     except (ValueError, TypeError) as error:  # WebhookPayloadInvalid and malformed JSON or values
         return JsonResponse({"error": f"unreadable {event} payload: {error}"}, status=400)
     if outcome.duplicate:
