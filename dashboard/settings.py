@@ -53,7 +53,9 @@ CONTENT_SECURITY_POLICY = {
 AXES_FAILURE_LIMIT = 5
 AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+# Failures count per username and per address, each on its own: one address guessing many accounts is
+# locked out, and so is one account guessed from many addresses.
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
 AXES_CLIENT_IP_CALLABLE = "dashboard.middleware.client_ip"
 AXES_VERBOSE = False  # no banner on every command's stderr; lockouts are still logged
 AUTHENTICATION_BACKENDS = [
@@ -82,6 +84,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "dashboard.middleware.nul_bytes_refused",
+    "dashboard.middleware.DatabaseUnavailable",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -247,7 +250,15 @@ PERFWATCH_NOTIFY_TIMEOUT_S = env.int("PERFWATCH_NOTIFY_TIMEOUT_S", default=10)
 PERFWATCH_NOTIFY_SENDING_STALE_S = env.int("PERFWATCH_NOTIFY_SENDING_STALE_S", default=120)
 # The culprit PR is commented on with GITHUB_TOKEN at GITHUB_API_URL (the GitHub block above).
 # Django's mailers from one URL, e.g. smtp+tls://user:password@smtp.example.com:587; consolemail:// prints.
-_email = env.email_url("EMAIL_URL", default="consolemail://")
+# EMAIL_URL= (empty) turns e-mail off, whatever PERFWATCH_ALERT_EMAILS says, as the examples promise.
+_email_on = bool(env.str("EMAIL_URL", default="consolemail://").strip())
+if not _email_on:
+    PERFWATCH_ALERT_EMAILS = []
+_email = (
+    env.email_url("EMAIL_URL", default="consolemail://")
+    if _email_on
+    else {**environ.Env.email_url_config("dummymail://"), "EMAIL_BACKEND": "dashboard.mail.EmailOffBackend"}
+)
 _smtp_options = {
     "host": _email["EMAIL_HOST"],
     "port": _email["EMAIL_PORT"],

@@ -328,6 +328,8 @@ def series_points(
             (*row, at.isoformat() if at else None)
             for *row, at in measurements.values_list(*fields, "commit__committed_at")
         ]
+    if not rows:
+        return []
     # Rows of one series and commit (a commit's runs) are neighbours: each run of them is one point.
     series_ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
     commit_ids = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))

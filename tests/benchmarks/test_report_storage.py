@@ -43,7 +43,7 @@ def test_ingest_stores_the_report_gzipped_in_the_storage_and_only_its_key_in_the
 
     run = Run.objects.get()
     stored = Path(settings.MEDIA_ROOT) / run.report_key
-    assert run.report_key == f"reports/0/run-{run.pk}.json.gz" and stored.is_file()
+    assert run.report_key == f"reports/{run.pk // 1000}/run-{run.pk}.json.gz" and stored.is_file()
     assert gzip.decompress(stored.read_bytes()) == vllm_cpu_report
     assert stored.stat().st_size < len(vllm_cpu_report) / 4
     assert _row_bytes(run.pk) < stored.stat().st_size / 4
