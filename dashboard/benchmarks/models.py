@@ -141,6 +141,8 @@ class Commit(models.Model):
             models.Index(fields=["repository", "position"]),
             # Main's order (nulls last, as main_order sorts): detection's window walks it from a commit.
             models.Index(fields=["position", "committed_at", "id"], name="commit_main_order"),
+            # A from/to window of the timelines and the series API reads only its commits.
+            models.Index(fields=["committed_at"], name="commit_committed_at"),
         ]
 
     def __str__(self) -> str:
