@@ -193,6 +193,22 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=360)
 # it must exceed the longest late-acknowledged task and retry countdown (5 min).
 CELERY_VISIBILITY_TIMEOUT_S = env.int("CELERY_VISIBILITY_TIMEOUT_S", default=600)
 
+# Signed task messages: with a key, every message this process sends is signed with it, and a worker
+# runs only messages signed by a certificate of PERFWATCH_SIGNING_TRUSTED (a glob of PEM files). The
+# control side (web, beat, control worker) signs with the control key and trusts only its certificate;
+# a runner node has a key of its own and trusts the control certificate: a runner's broker password
+# then cannot make the control worker run anything, since nothing it signs is trusted there.
+PERFWATCH_SIGNING_KEY = env.str("PERFWATCH_SIGNING_KEY", default="")
+PERFWATCH_SIGNING_CERT = env.str("PERFWATCH_SIGNING_CERT", default="")
+PERFWATCH_SIGNING_TRUSTED = env.str("PERFWATCH_SIGNING_TRUSTED", default="")
+if PERFWATCH_SIGNING_KEY:
+    CELERY_TASK_SERIALIZER = "auth"
+    CELERY_ACCEPT_CONTENT = ["auth"]
+    CELERY_SECURITY_KEY = PERFWATCH_SIGNING_KEY
+    CELERY_SECURITY_CERTIFICATE = PERFWATCH_SIGNING_CERT
+    CELERY_SECURITY_CERT_STORE = PERFWATCH_SIGNING_TRUSTED
+    CELERY_SECURITY_DIGEST = "sha256"
+
 # Runner workers: who this node is, and how long a run stays held without a heartbeat.
 # A runner node is named after its host unless told otherwise.
 PERFWATCH_RUNNER_NAME = (
@@ -207,6 +223,9 @@ PERFWATCH_RUNNER_TOKEN = env.str("PERFWATCH_RUNNER_TOKEN", default="")
 # PERFWATCH_ENV_PYTHON and PERFWATCH_CACHE_DIR.
 RUNNER_NODE_VARIABLES = (
     "CELERY_BROKER_URL",
+    "PERFWATCH_SIGNING_KEY",
+    "PERFWATCH_SIGNING_CERT",
+    "PERFWATCH_SIGNING_TRUSTED",
     "PERFWATCH_API_URL",
     "PERFWATCH_RUNNER_TOKEN",
     "PERFWATCH_RUNNER_NAME",
