@@ -21,7 +21,7 @@ from dashboard import dispatch
 from dashboard.benchmarks.models import Repository
 from dashboard.github.models import PullRequest
 from tests.faults.conftest import RedisServer
-from tests.workers.conftest import ROOT, _database_url, wait_for
+from tests.workers.conftest import ROOT, _database_url, wait_for, worker_group_kill
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
@@ -87,6 +87,23 @@ def _send_as(env: dict[str, str], pull: dict[str, object]) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def _send_run_as(env: dict[str, str], *, run_id: int) -> None:
+    script = (
+        "import sys; from workers.celery import app; "
+        "app.send_task(sys.argv[1], args=[int(sys.argv[2])], queue='runner.cpu', priority=6)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, dispatch.RUN_EXECUTE, str(run_id)],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def test_the_control_worker_runs_only_what_the_control_side_signed(
     own_redis: RedisServer, start_own_worker, tmp_path: Path
 ) -> None:
@@ -111,6 +128,37 @@ def test_the_control_worker_runs_only_what_the_control_side_signed(
     start_own_worker(
         name="control", env={**control, "DATABASE_URL": _database_url(), "GITHUB_TOKEN": ""}, concurrency=1
     )
+    # A runner node on the same broker, with its own key: it takes what the control side signed for it,
+    # and its start-up broadcasts (signed by a key the control side does not trust) break nothing there.
+    runner_log = tmp_path / "worker-runner.log"
+    runner = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "runner.cpu"),
+            *("--concurrency", "1", "--hostname", "cpu-node-1@%h", "--loglevel", "INFO"),
+        ],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            **runner_signed,
+            "PERFWATCH_RUNNER_HARDWARE_CLASS": "cpu",
+            "PERFWATCH_RUNNER_NAME": "cpu-node-1",
+            "PERFWATCH_API_URL": "http://127.0.0.1:9",
+            "PERFWATCH_RUNNER_TOKEN": "pwt_not_a_token",
+        },
+        stdout=runner_log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: "ready." in runner_log.read_text(), timeout_s=90, what="the runner worker")
+        _send_run_as(control, run_id=424242)
+        wait_for(
+            lambda: f"Task {dispatch.RUN_EXECUTE}[" in runner_log.read_text(),
+            timeout_s=60,
+            what="the runner to take a run the control side signed",
+        )
+    finally:
+        worker_group_kill(runner)
 
     # Newer than the control side's state: had either run, the control side's older state would be refused.
     _send_as(runner_signed, _pull(title="signed by a runner", updated_at="2030-01-01T00:00:00Z", author="m"))
