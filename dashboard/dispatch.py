@@ -25,6 +25,10 @@ DEFAULT_QUEUE = "default"
 
 app = Celery("perfwatch")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+if app.conf.task_serializer == "auth":
+    # Signed messages (settings: PERFWATCH_SIGNING_*): every task this process sends is signed with its
+    # key; a message not signed by a trusted certificate is refused by the worker, never run.
+    app.setup_security(allowed_serializers={"json"}, digest="sha256")
 app.conf.task_default_queue = DEFAULT_QUEUE
 app.conf.task_queues = (Queue(DEFAULT_QUEUE),)
 

@@ -53,7 +53,9 @@ CONTENT_SECURITY_POLICY = {
 AXES_FAILURE_LIMIT = 5
 AXES_COOLOFF_TIME = timedelta(minutes=15)
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+# Failures count per username and per address, each on its own: one address guessing many accounts is
+# locked out, and so is one account guessed from many addresses.
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
 AXES_CLIENT_IP_CALLABLE = "dashboard.middleware.client_ip"
 AXES_VERBOSE = False  # no banner on every command's stderr; lockouts are still logged
 AUTHENTICATION_BACKENDS = [
@@ -85,6 +87,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "dashboard.middleware.nul_bytes_refused",
+    "dashboard.middleware.DatabaseUnavailable",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -193,6 +196,22 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=360)
 # it must exceed the longest late-acknowledged task and retry countdown (5 min).
 CELERY_VISIBILITY_TIMEOUT_S = env.int("CELERY_VISIBILITY_TIMEOUT_S", default=600)
 
+# Signed task messages: with a key, every message this process sends is signed with it, and a worker
+# runs only messages signed by a certificate of PERFWATCH_SIGNING_TRUSTED (a glob of PEM files). The
+# control side (web, beat, control worker) signs with the control key and trusts only its certificate;
+# a runner node has a key of its own and trusts the control certificate: a runner's broker password
+# then cannot make the control worker run anything, since nothing it signs is trusted there.
+PERFWATCH_SIGNING_KEY = env.str("PERFWATCH_SIGNING_KEY", default="")
+PERFWATCH_SIGNING_CERT = env.str("PERFWATCH_SIGNING_CERT", default="")
+PERFWATCH_SIGNING_TRUSTED = env.str("PERFWATCH_SIGNING_TRUSTED", default="")
+if PERFWATCH_SIGNING_KEY:
+    CELERY_TASK_SERIALIZER = "auth"
+    CELERY_ACCEPT_CONTENT = ["auth"]
+    CELERY_SECURITY_KEY = PERFWATCH_SIGNING_KEY
+    CELERY_SECURITY_CERTIFICATE = PERFWATCH_SIGNING_CERT
+    CELERY_SECURITY_CERT_STORE = PERFWATCH_SIGNING_TRUSTED
+    CELERY_SECURITY_DIGEST = "sha256"
+
 # Runner workers: who this node is, and how long a run stays held without a heartbeat.
 # A runner node is named after its host unless told otherwise.
 PERFWATCH_RUNNER_NAME = (
@@ -207,6 +226,9 @@ PERFWATCH_RUNNER_TOKEN = env.str("PERFWATCH_RUNNER_TOKEN", default="")
 # PERFWATCH_ENV_PYTHON and PERFWATCH_CACHE_DIR.
 RUNNER_NODE_VARIABLES = (
     "CELERY_BROKER_URL",
+    "PERFWATCH_SIGNING_KEY",
+    "PERFWATCH_SIGNING_CERT",
+    "PERFWATCH_SIGNING_TRUSTED",
     "PERFWATCH_API_URL",
     "PERFWATCH_RUNNER_TOKEN",
     "PERFWATCH_RUNNER_NAME",
@@ -252,7 +274,15 @@ PERFWATCH_NOTIFY_TIMEOUT_S = env.int("PERFWATCH_NOTIFY_TIMEOUT_S", default=10)
 PERFWATCH_NOTIFY_SENDING_STALE_S = env.int("PERFWATCH_NOTIFY_SENDING_STALE_S", default=120)
 # The culprit PR is commented on with GITHUB_TOKEN at GITHUB_API_URL (the GitHub block above).
 # Django's mailers from one URL, e.g. smtp+tls://user:password@smtp.example.com:587; consolemail:// prints.
-_email = env.email_url("EMAIL_URL", default="consolemail://")
+# EMAIL_URL= (empty) turns e-mail off, whatever PERFWATCH_ALERT_EMAILS says, as the examples promise.
+_email_on = bool(env.str("EMAIL_URL", default="consolemail://").strip())
+if not _email_on:
+    PERFWATCH_ALERT_EMAILS = []
+_email = (
+    env.email_url("EMAIL_URL", default="consolemail://")
+    if _email_on
+    else {**environ.Env.email_url_config("dummymail://"), "EMAIL_BACKEND": "dashboard.mail.EmailOffBackend"}
+)
 _smtp_options = {
     "host": _email["EMAIL_HOST"],
     "port": _email["EMAIL_PORT"],

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth.views import LogoutView
 from django.urls import include, path, register_converter
 
+from dashboard import openapi
 from dashboard.converters import RowId
 
 # Before the apps' URL modules are read: they use <id:...> for every number in a path.
@@ -11,6 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # Sign-out is a POST (a form in every page's header); it returns to the page it was sent from.
     path("accounts/logout/", LogoutView.as_view(next_page="web:overview"), name="logout"),
+    path("api/schema/", openapi.schema, name="api-schema"),
     path("api/", include("dashboard.benchmarks.urls")),
     path("", include("dashboard.regressions.urls")),
     path("", include("dashboard.github.urls")),

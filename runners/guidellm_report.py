@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runners.text import storable_problem
+
 SUPPORTED_REPORT_VERSION = 2
 
 # Bounds on what one report may hold: a hostile or broken report must not become 100,000 series.
@@ -167,8 +169,9 @@ def _text(value: Any, *, what: str, max_chars: int) -> str:
     text = str(value)
     if len(text) > max_chars:
         raise ReportInvalid(f"{what} is {len(text)} characters long, over the limit of {max_chars}")
-    if "\x00" in text:
-        raise ReportInvalid(f"{what} holds a NUL character")
+    problem = storable_problem(text)
+    if problem is not None:
+        raise ReportInvalid(f"{what} {problem}")
     return text
 
 

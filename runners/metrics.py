@@ -99,6 +99,7 @@ def metrics_snapshot(*, text: str) -> MetricsSnapshot:
     values: dict[str, float] = {}
     for ours, candidates in TRACKED_METRICS.items():
         found = next((candidate for candidate in candidates if candidate in totals), None)
-        if found is not None:
+        # A NaN or infinite value says nothing about the run, and the dashboard refuses one.
+        if found is not None and math.isfinite(totals[found]):
             values[ours] = totals[found]
     return MetricsSnapshot(values=values)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 
 from django.conf import settings
@@ -13,7 +11,9 @@ from django.http.multipartparser import MultiPartParserError
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.benchmarks import selectors
+from dashboard.benchmarks.bodies import IngestBody, IngestFields, report_decoded
 from dashboard.benchmarks.services import IngestRejected, report_ingest
+from dashboard.edges import BodyInvalid, body_parse, json_body_parse
 from dashboard.tokens.auth import token_required
 from dashboard.tokens.models import ApiToken
 from dashboard.tokens.scopes import TokenKind
@@ -31,60 +31,38 @@ def _max_request_bytes() -> int:
     return settings.PERFWATCH_MAX_REPORT_BYTES * 4 // 3 + 64 * 1024
 
 
-def _text_fields(values: dict[str, object]) -> dict[str, str]:
-    fields = {}
-    for key in _FIELDS:
-        value = values.get(key)
-        if value is not None and not isinstance(value, str):
-            raise IngestRejected(f"field {key!r} must be a string, not {type(value).__name__}")
-        fields[key] = value or ""
-    return fields
-
-
-def _multipart_report(request: HttpRequest) -> tuple[bytes, dict[str, str]]:
+def _multipart_report(request: HttpRequest) -> tuple[bytes, IngestFields]:
     # Django streams file parts over 2.5 MB to a temporary file; the size is checked before reading it.
     try:
         upload = request.FILES.get("report")
-        values: dict[str, object] = {key: request.POST.get(key) for key in _FIELDS}
+        values = {key: request.POST[key] for key in _FIELDS if key in request.POST}
     except (MultiPartParserError, BadRequest, SuspiciousOperation) as error:
         raise IngestRejected(f"unreadable multipart body: {str(error)[:200]}") from None
+    fields = body_parse(IngestFields, values)
     if upload is None:
-        raise IngestRejected("missing 'report' file in the multipart body")
+        raise BodyInvalid("field 'report': missing file in the multipart body", field="report")
     if upload.size is not None and upload.size > settings.PERFWATCH_MAX_REPORT_BYTES:
         raise IngestRejected(
             f"report is {upload.size} bytes, over the limit of {settings.PERFWATCH_MAX_REPORT_BYTES}"
         )
-    return upload.read(), _text_fields(values)
+    return upload.read(), fields
 
 
-def _json_report(request: HttpRequest) -> tuple[bytes, dict[str, str]]:
+def _json_report(request: HttpRequest) -> tuple[bytes, IngestFields]:
     # Read from the stream, not request.body: the endpoint's own limit (checked from Content-Length
     # before this) applies, not the site-wide DATA_UPLOAD_MAX_MEMORY_SIZE meant for forms.
-    try:
-        body = json.loads(request.read())
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise IngestRejected(f"request body is not valid JSON: {error}") from None
-    except RecursionError:
-        raise IngestRejected("request body is JSON nested too deeply") from None
-    if not isinstance(body, dict):
-        raise IngestRejected("request body must be a JSON object")
-    report = body.get("report")
-    if isinstance(report, dict):
+    body = json_body_parse(IngestBody, request.read())
+    if isinstance(body.report, dict):
         try:
-            raw = json.dumps(report).encode()
+            raw = json.dumps(body.report).encode()
         except RecursionError:
-            raise IngestRejected("'report' is nested too deeply") from None
-    elif isinstance(report, str):
-        try:
-            raw = base64.b64decode(report, validate=True)
-        except (binascii.Error, ValueError):
-            raise IngestRejected("'report' text must be base64 of the report file") from None
+            raise BodyInvalid("field 'report': nested too deeply", field="report") from None
     else:
-        raise IngestRejected("missing 'report': the guidellm JSON report as an object or base64 text")
-    return raw, _text_fields(body)
+        raw = report_decoded(body.report)
+    return raw, body
 
 
-def _report_bytes(request: HttpRequest) -> tuple[bytes, dict[str, str]]:
+def _report_bytes(request: HttpRequest) -> tuple[bytes, IngestFields]:
     """Accept multipart (a `report` file plus fields) or JSON (`report` as an object or base64 text)."""
     if request.content_type == "multipart/form-data":
         return _multipart_report(request)
@@ -96,21 +74,19 @@ def _report_bytes(request: HttpRequest) -> tuple[bytes, dict[str, str]]:
 def runs_create(request: HttpRequest, *, token: ApiToken) -> JsonResponse:
     try:
         raw, fields = _report_bytes(request)
-        missing = [key for key in ("commit", "suite", "hardware") if not fields[key]]
-        if missing:
-            raise IngestRejected(f"missing field(s): {', '.join(missing)}")
         runner_name = token.scope.require_report(
-            suite_name=fields["suite"],
-            hardware_class=fields["hardware"],
-            runner_name=fields["runner"] or None,
+            suite_name=fields.suite, hardware_class=fields.hardware, runner_name=fields.runner or None
         )
         outcome = report_ingest(
             raw=raw,
-            commit_sha=fields["commit"],
-            suite_name=fields["suite"],
-            hardware_class=fields["hardware"],
+            commit_sha=fields.commit,
+            suite_name=fields.suite,
+            hardware_class=fields.hardware,
             runner_name=runner_name,
+            suite_create=token.scope.may_create_suites,
         )
+    except BodyInvalid as error:
+        return JsonResponse({"error": str(error), "field": error.field}, status=400)
     except IngestRejected as error:
         return _error(error.reason, status=400)
     return JsonResponse(

@@ -44,7 +44,7 @@ def _whole_run_series(*, run: Run, metric: str) -> Series:
 
 
 def _whole_run_value_set(*, run: Run, metric: str, value: float) -> None:
-    Measurement.objects.update_or_create(
+    Measurement.stored.update_or_create(
         run=run,
         series=_whole_run_series(run=run, metric=metric),
         defaults={"commit_id": run.commit_id, "value": value},

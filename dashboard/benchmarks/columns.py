@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 import numpy.typing as npt
@@ -106,11 +106,18 @@ def _measurements(
     # Succeeded runs of the suite and class (an index range) rather than a join on every run.
     succeeded = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.SUCCEEDED)
     measurements = Measurement.objects.filter(series_id__in=series_ids, run_id__in=succeeded.values("pk"))
+    # A range of commit times (an index range on the commit's time), not a function of every row's time.
     if date_from:
-        measurements = measurements.filter(commit__committed_at__date__gte=date_from)
-    if date_to:
-        measurements = measurements.filter(commit__committed_at__date__lte=date_to)
+        measurements = measurements.filter(commit__committed_at__gte=_utc_midnight(date_from))
+    if date_to and date_to < date.max:
+        measurements = measurements.filter(
+            commit__committed_at__lt=_utc_midnight(date_to + timedelta(days=1))
+        )
     return measurements
+
+
+def _utc_midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _rows(
@@ -328,6 +335,8 @@ def series_points(
             (*row, at.isoformat() if at else None)
             for *row, at in measurements.values_list(*fields, "commit__committed_at")
         ]
+    if not rows:
+        return []
     # Rows of one series and commit (a commit's runs) are neighbours: each run of them is one point.
     series_ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
     commit_ids = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import ClassVar
 from urllib.parse import quote
@@ -129,6 +130,8 @@ class Commit(models.Model):
             models.Index(fields=["repository", "position"]),
             # Main's order (nulls last, as main_order sorts): detection's window walks it from a commit.
             models.Index(fields=["position", "committed_at", "id"], name="commit_main_order"),
+            # A from/to window of the timelines and the series API reads only its commits.
+            models.Index(fields=["committed_at"], name="commit_committed_at"),
         ]
 
     def __str__(self) -> str:
@@ -362,6 +365,19 @@ class Series(models.Model):
         return metric_higher_is_better(self.metric)
 
 
+# A stored float that is a number (in PostgreSQL NaN sorts above Infinity, so it fails `< Infinity`).
+FINITE_VALUE = Q(value__gt=-math.inf, value__lt=math.inf)
+
+
+class FiniteMeasurementManager(models.Manager["Measurement"]):
+    """Reads see finite values only. The API has refused NaN and infinities since its bodies were typed;
+    one stored before that is left out of every page, chart and detection rather than break them (the
+    data migration 0011 removes them)."""
+
+    def get_queryset(self) -> models.QuerySet[Measurement]:
+        return super().get_queryset().filter(FINITE_VALUE)
+
+
 class Measurement(models.Model):
     # No single-column indexes on run and series: the unique (run, series) and the (series, commit)
     # index start with them.
@@ -371,7 +387,12 @@ class Measurement(models.Model):
     commit = models.ForeignKey(Commit, on_delete=models.PROTECT, related_name="measurements")
     value = models.FloatField()
 
+    objects = FiniteMeasurementManager()
+    # Every stored row, finite or not: for writes that must find a row whatever its value.
+    stored: ClassVar[models.Manager[Measurement]] = models.Manager()
+
     class Meta:
+        base_manager_name = "stored"
         constraints = [models.UniqueConstraint(fields=["run", "series"], name="measurement_unique_per_run")]
         # Covering on PostgreSQL: a series' points are read from the index alone.
         indexes = [
@@ -423,3 +444,15 @@ class AccuracyScore(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} {self.name}: {self.score_pct:.2f} % of {self.samples}"
+
+    @property
+    def is_valid(self) -> bool:
+        """A possible score: finite, 0-100 % with its interval around it, no more correct than samples
+        (a row stored before the API checked may be neither; pages show it as invalid)."""
+        numbers = (self.correct, self.score_pct, self.ci_low_pct, self.ci_high_pct)
+        return (
+            all(math.isfinite(number) for number in numbers)
+            and 0 <= self.correct <= self.samples
+            and 0 <= self.ci_low_pct <= self.ci_high_pct <= 100
+            and 0 <= self.score_pct <= 100
+        )

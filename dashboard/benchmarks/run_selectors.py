@@ -23,6 +23,7 @@ from django.db.models.functions import Coalesce
 from dashboard.benchmarks.models import (
     ACTIVE_RUN_STATUSES,
     FINAL_RUN_STATUSES,
+    FINITE_VALUE,
     Measurement,
     Run,
     Runner,
@@ -167,6 +168,12 @@ def run_measurements(*, run: Run) -> list[MeasurementRow]:
         .order_by("series__hardware_class", "series__concurrency", "series__metric")
     )
     return measurement_rows(rows)
+
+
+def run_invalid_value_count(*, run: Run) -> int:
+    """How many of the run's stored values are not numbers (stored before the API refused them): they
+    are left out of its tables and charts, and its page says so."""
+    return Measurement.stored.filter(run=run).exclude(FINITE_VALUE).count()
 
 
 def run_report_gzip(*, run_id: int) -> bytes | None:

@@ -9,30 +9,34 @@ run is not (or no longer) this runner's to work on, 400 with a one-line reason f
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
+from pydantic import ValidationError
 
 from dashboard.benchmarks import runs, services
+from dashboard.benchmarks.bodies import (
+    AccuracyBody,
+    ClaimBody,
+    CompleteBody,
+    FailBody,
+    HeartbeatBody,
+    PresenceBody,
+    StageBody,
+    report_decoded,
+)
 from dashboard.benchmarks.models import Run, Runner, RunStatus
 from dashboard.benchmarks.suites import suite_spec
+from dashboard.edges import Body, BodyInvalid, json_body_parse
 from dashboard.tokens.auth import token_required
 from dashboard.tokens.models import ApiToken
 from dashboard.tokens.scopes import TokenForbidden, TokenKind
 from runners.accuracy import AccuracyResult
 from runners.guidellm_report import ReportInvalid, report_parse
-
-RUNNER_STAGES = (RunStatus.INSTALLING, RunStatus.STARTING_SERVER, RunStatus.BENCHMARKING, RunStatus.STORING)
-TEXT_MAX_CHARS = 200_000
-
-
-class BodyInvalid(Exception):
-    """A request body that cannot be used; the message is one line."""
+from runners.text import one_line
 
 
 def _max_request_bytes() -> int:
@@ -40,65 +44,16 @@ def _max_request_bytes() -> int:
     return settings.PERFWATCH_MAX_REPORT_BYTES * 4 // 3 + 8 * 1024 * 1024
 
 
-def _body(request: HttpRequest) -> dict[str, Any]:
-    # Read from the stream: the endpoint's own limit (checked from Content-Length) applies, not the
-    # site-wide one meant for forms.
-    try:
-        body = json.loads(request.read() or b"{}")
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise BodyInvalid(f"the body is not valid JSON: {error}") from None
-    except RecursionError:
-        raise BodyInvalid("the body is JSON nested too deeply") from None
-    if not isinstance(body, dict):
-        raise BodyInvalid("the body must be a JSON object")
-    return body
-
-
-def _texts(body: dict[str, Any], key: str) -> dict[str, str]:
-    value = body.get(key) or {}
-    if not isinstance(value, dict) or not all(
-        isinstance(name, str) and isinstance(text, str) and len(text) <= TEXT_MAX_CHARS
-        for name, text in value.items()
-    ):
-        raise BodyInvalid(f"'{key}' must be an object of texts")
-    return value
-
-
-def _object(body: dict[str, Any], key: str) -> dict[str, Any]:
-    value = body.get(key) or {}
-    if not isinstance(value, dict):
-        raise BodyInvalid(f"'{key}' must be an object")
-    return value
-
-
-def _report(body: dict[str, Any], *, required: bool) -> bytes | None:
-    text = body.get("report")
-    if text in (None, "") and not required:
+def _accuracy(body: AccuracyBody | None) -> AccuracyResult | None:
+    if body is None:
         return None
-    if not isinstance(text, str):
-        raise BodyInvalid("'report' must be base64 of the report file")
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise BodyInvalid("'report' must be base64 of the report file") from None
-
-
-def _accuracy(body: dict[str, Any]) -> AccuracyResult | None:
-    value = body.get("accuracy")
-    if value is None:
-        return None
-    try:
-        return AccuracyResult(
-            name=str(value["name"])[:50],
-            correct=float(value["correct"]),
-            samples=int(value["samples"]),
-            ci_low_pct=float(value["ci_low_pct"]),
-            ci_high_pct=float(value["ci_high_pct"]),
-        )
-    except (TypeError, KeyError, ValueError):
-        raise BodyInvalid(
-            "'accuracy' must be an object of name, correct, samples, ci_low_pct, ci_high_pct"
-        ) from None
+    return AccuracyResult(
+        name=body.name,
+        correct=body.correct,
+        samples=body.samples,
+        ci_low_pct=body.ci_low_pct,
+        ci_high_pct=body.ci_high_pct,
+    )
 
 
 def _runner(token: ApiToken) -> Runner | None:
@@ -110,46 +65,63 @@ def _not_held(run_id: int, token: ApiToken) -> JsonResponse:
     return JsonResponse({"error": message, "stop": True}, status=409)
 
 
-def _runner_endpoint(view: Any) -> Any:
-    """POST only, a runner token, and a malformed body answered 400 in one line."""
+def _runner_endpoint(model: type[Body]) -> Callable[[Any], Any]:
+    """POST only, a runner token, and a body read as `model`: a malformed one is answered 400 in one line
+    naming its field, before anything is stored."""
 
-    def wrapper(request: HttpRequest, *args: Any, token: ApiToken, **kwargs: Any) -> JsonResponse:
-        try:
-            return view(request, *args, token=token, body=_body(request), **kwargs)
-        except BodyInvalid as error:
-            return JsonResponse({"error": str(error)}, status=400)
-        except runs.RunNotOwned:
-            return _not_held(kwargs.get("run_id", 0), token)
+    def decorator(view: Any) -> Any:
+        def wrapper(request: HttpRequest, *args: Any, token: ApiToken, **kwargs: Any) -> JsonResponse:
+            try:
+                # Read from the stream: the endpoint's own limit (checked from Content-Length) applies,
+                # not the site-wide one meant for forms.
+                body = json_body_parse(model, request.read())
+                return view(request, *args, token=token, body=body, **kwargs)
+            except BodyInvalid as error:
+                return JsonResponse({"error": str(error), "field": error.field}, status=400)
+            except runs.RunNotOwned:
+                return _not_held(kwargs.get("run_id", 0), token)
 
-    wrapper.__name__ = view.__name__
-    wrapper.__doc__ = view.__doc__
-    return require_POST(token_required(TokenKind.RUNNER, max_body_bytes=_max_request_bytes)(wrapper))
+        wrapper.__name__ = view.__name__
+        wrapper.__doc__ = view.__doc__
+        wrapper.body_model = model  # type: ignore[attr-defined]  # read by the OpenAPI schema
+        return require_POST(token_required(TokenKind.RUNNER, max_body_bytes=_max_request_bytes)(wrapper))
+
+    return decorator
 
 
-@_runner_endpoint
-def presence(request: HttpRequest, *, token: ApiToken, body: dict[str, Any]) -> JsonResponse:
+@_runner_endpoint(PresenceBody)
+def presence(request: HttpRequest, *, token: ApiToken, body: PresenceBody) -> JsonResponse:
     """An idle node says it is alive, with its environment fingerprint."""
     runner = runs.runner_register(
         name=token.scope.runner_name,
         hardware_class=token.scope.hardware_class,
-        environment=_object(body, "environment"),
+        environment=body.environment.as_json(),
     )
     return JsonResponse({"runner": runner.name, "hardware_class": runner.hardware_class})
 
 
-@_runner_endpoint
-def run_claim(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[str, Any]) -> JsonResponse:
-    """Take a queued run; 409 when another delivery or runner has it already."""
-    hardware_class = Run.objects.filter(pk=run_id).values_list("hardware_class", flat=True).first()
-    if hardware_class is None:
+@_runner_endpoint(ClaimBody)
+def run_claim(request: HttpRequest, run_id: int, *, token: ApiToken, body: ClaimBody) -> JsonResponse:
+    """Take a queued run; 409 when another delivery or runner has it already, or when its suite cannot
+    be run (then the run fails, before anything is claimed)."""
+    target = Run.objects.select_related("suite").filter(pk=run_id).first()
+    if target is None:
         return JsonResponse({"error": f"no run {run_id}", "stop": True}, status=404)
-    if hardware_class != token.scope.hardware_class:
+    if target.hardware_class != token.scope.hardware_class:
         raise TokenForbidden(
-            f"run {run_id} is for hardware class {hardware_class!r}, "
+            f"run {run_id} is for hardware class {target.hardware_class!r}, "
             f"this runner serves {token.scope.hardware_class!r}"
         )
+    try:
+        spec = suite_spec(suite=target.suite).model_dump(mode="json")
+    except ValidationError as error:
+        reason = f"suite {target.suite.name} cannot be run: {one_line(error, limit=300)}"
+        runs.run_refuse_unrunnable(run_id=run_id, reason=reason)
+        return JsonResponse({"error": reason, "stop": True}, status=409)
     runner = runs.runner_register(
-        name=token.scope.runner_name, hardware_class=hardware_class, environment=_object(body, "environment")
+        name=token.scope.runner_name,
+        hardware_class=target.hardware_class,
+        environment=body.environment.as_json(),
     )
     run = runs.run_claim(run_id=run_id, runner=runner)
     if run is None:
@@ -160,48 +132,43 @@ def run_claim(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[
             "attempt": run.attempt,
             "commit": run.commit.sha,
             "version": run.vllm_version_requested,
-            "suite": suite_spec(suite=run.suite).model_dump(mode="json"),
+            "suite": spec,
             "lease_s": settings.PERFWATCH_RUN_LEASE_S,
             "heartbeat_s": settings.PERFWATCH_HEARTBEAT_S,
         }
     )
 
 
-@_runner_endpoint
-def run_heartbeat(
-    request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[str, Any]
-) -> JsonResponse:
+@_runner_endpoint(HeartbeatBody)
+def run_heartbeat(request: HttpRequest, run_id: int, *, token: ApiToken, body: HeartbeatBody) -> JsonResponse:
     """Renew the lease and hand over the latest log tails; 409 (stop) when the run is not held any more."""
     runner = _runner(token)
     if runner is None:
         return _not_held(run_id, token)
-    runs.run_heartbeat(run_id=run_id, runner=runner, logs=_texts(body, "logs"))
+    runs.run_heartbeat(run_id=run_id, runner=runner, logs=dict(body.logs))
     return JsonResponse({"run": run_id, "stop": False})
 
 
-@_runner_endpoint
-def run_stage(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[str, Any]) -> JsonResponse:
-    stage = body.get("stage")
-    if stage not in RUNNER_STAGES:
-        raise BodyInvalid(f"'stage' must be one of {', '.join(RUNNER_STAGES)}")
+@_runner_endpoint(StageBody)
+def run_stage(request: HttpRequest, run_id: int, *, token: ApiToken, body: StageBody) -> JsonResponse:
     runner = _runner(token)
     if runner is None:
         return _not_held(run_id, token)
-    runs.run_stage_enter(run_id=run_id, runner=runner, stage=str(stage))
-    return JsonResponse({"run": run_id, "stage": stage})
+    runs.run_stage_enter(run_id=run_id, runner=runner, stage=body.stage)
+    return JsonResponse({"run": run_id, "stage": body.stage})
 
 
-@_runner_endpoint
-def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[str, Any]) -> JsonResponse:
+@_runner_endpoint(CompleteBody)
+def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: CompleteBody) -> JsonResponse:
     """Store a held run's results exactly once. A report that does not validate fails the run."""
     runner = _runner(token)
     if runner is None:
         return _not_held(run_id, token)
-    raw = _report(body, required=True) or b""
-    run = Run.objects.select_related("suite").filter(pk=run_id).first()
+    raw = report_decoded(body.report)
+    run = runs.runs_held(run_id, runner).select_related("suite").first()
     if run is None:
         return _not_held(run_id, token)
-    logs, commands = _texts(body, "logs"), _texts(body, "commands")
+    logs, commands = dict(body.logs), dict(body.commands)
     try:
         report = report_parse(
             raw=raw, expected_concurrencies=run.suite.concurrencies, max_error_rate=run.suite.max_error_rate
@@ -211,49 +178,42 @@ def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: di
             run_id=run_id, runner=runner, reason=f"storing: invalid report: {error.reason}", logs=logs,
             commands=commands, raw_report=raw,
         )  # fmt: skip
-        return JsonResponse({"error": f"invalid report: {error.reason}"}, status=400)
-    telemetry = body.get("telemetry") or []
-    if not isinstance(telemetry, list):
-        raise BodyInvalid("'telemetry' must be a list of samples")
+        return JsonResponse({"error": f"invalid report: {error.reason}", "field": "report"}, status=400)
     services.run_complete(
         run_id=run_id,
         runner=runner,
         result=services.RunResult(
             raw_report=raw,
             report=report,
-            environment=_object(body, "environment"),
-            vllm_version=str(body.get("vllm_version") or "")[:100],
-            telemetry=telemetry,
-            server_metrics=_object(body, "server_metrics"),
+            environment=body.environment.as_json(),
+            vllm_version=body.vllm_version or "",
+            telemetry=list(body.telemetry),
+            server_metrics=dict(body.server_metrics),
             commands=commands,
             logs=logs,
-            accuracy=_accuracy(body),
+            accuracy=_accuracy(body.accuracy),
         ),
     )
     return JsonResponse({"run": run_id, "status": RunStatus.SUCCEEDED})
 
 
-@_runner_endpoint
-def run_fail(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[str, Any]) -> JsonResponse:
+@_runner_endpoint(FailBody)
+def run_fail(request: HttpRequest, run_id: int, *, token: ApiToken, body: FailBody) -> JsonResponse:
     """A held run failed: queued again when the bench failed and attempts are left, else failed, keeping
-    its logs, commands and any report."""
+    its logs, commands and any report; 409 (stop) when the run is not held by this runner."""
     runner = _runner(token)
     if runner is None:
         return _not_held(run_id, token)
-    reason = body.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        raise BodyInvalid("'reason' must be a one-line text")
-    if body.get("retryable") is True and runs.run_requeue_after_timeout(
-        run_id=run_id, runner=runner, reason=reason
-    ):
+    raw_report = report_decoded(body.report) if body.report else None
+    if body.retryable and runs.run_requeue_after_timeout(run_id=run_id, runner=runner, reason=body.reason):
         return JsonResponse({"run": run_id, "status": RunStatus.QUEUED})
     runs.run_fail(
         run_id=run_id,
         runner=runner,
-        reason=reason,
-        logs=_texts(body, "logs"),
-        environment=_object(body, "environment"),
-        commands=_texts(body, "commands"),
-        raw_report=_report(body, required=False),
+        reason=body.reason,
+        logs=dict(body.logs),
+        environment=body.environment.as_json(),
+        commands=dict(body.commands),
+        raw_report=raw_report,
     )
     return JsonResponse({"run": run_id, "status": RunStatus.FAILED})

@@ -138,6 +138,19 @@ def run_claim(*, run_id: int, runner: Runner) -> Run | None:
     return Run.objects.select_related("suite", "commit", "runner").get(pk=run_id)
 
 
+def run_refuse_unrunnable(*, run_id: int, reason: str) -> bool:
+    """Fail a still queued run that cannot be run at all (its suite has no valid settings), so no runner
+    claims it again; False when it was not queued."""
+    return bool(
+        Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(
+            status=RunStatus.FAILED,
+            finished_at=timezone.now(),
+            lease_expires_at=None,
+            failure_reason=one_line(reason, limit=500),
+        )
+    )
+
+
 def runs_held(run_id: int, runner: Runner) -> Any:
     return Run.objects.filter(pk=run_id, runner=runner, status__in=ACTIVE_RUN_STATUSES)
 
@@ -210,12 +223,13 @@ def run_fail(
     raw_report: bytes | None = None,
 ) -> None:
     """Mark a held run failed with a one-line reason, keeping whatever evidence it has: logs, the
-    commands that ran, and the report guidellm wrote (the run that failed is the one to reproduce)."""
+    commands that ran, and the report guidellm wrote (the run that failed is the one to reproduce).
+    Raise RunNotOwned when the run is not held by `runner`."""
     line = one_line(reason, limit=500) or "failed without a reason"
     with transaction.atomic():
         run = runs_held(run_id, runner).select_for_update().first()
         if run is None:
-            return
+            raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}")
         now = timezone.now()
         run.stage_durations, run.lease_expires_at = stage_durations_closed(run, now), None
         run.status, run.failure_reason, run.finished_at = RunStatus.FAILED, line, now

@@ -7,6 +7,7 @@ import re
 from dashboard.benchmarks.models import Commit, Run, RunKind, RunStatus, Suite
 from dashboard.benchmarks.runs import run_enqueue
 from dashboard.benchmarks.subjects import ChangeClass
+from dashboard.benchmarks.suites import suite_runnable
 
 
 def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_depth: int = 1) -> list[Run]:
@@ -17,7 +18,10 @@ def runs_schedule(*, suite: Suite, hardware_class: str | None = None, queue_dept
     measure a commit that is no longer the newest. Only when no new commit waits, and nothing else is
     queued for the suite, is one older commit queued (backfill, taken last). Commits touching only docs,
     tests or CI are skipped, and a commit never runs twice for a suite unless someone asks (a forced run).
+    A suite a runner could not run (no install settings) is never scheduled.
     """
+    if not suite_runnable(suite=suite):
+        return []
     hardware_class = hardware_class or suite.hardware_class
     runs = Run.objects.filter(suite=suite, hardware_class=hardware_class)
     waiting = runs.filter(status=RunStatus.QUEUED)

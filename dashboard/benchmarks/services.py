@@ -136,10 +136,13 @@ def report_ingest(
     suite_name: str,
     hardware_class: str,
     runner_name: str | None = None,
+    suite_create: bool = True,
 ) -> IngestOutcome:
     """Validate a guidellm report and store it as a succeeded run, at most once per content.
 
-    Everything happens in one transaction: a report that fails validation stores nothing at all.
+    Everything happens in one transaction: a report that fails validation stores nothing at all. An
+    unknown suite is created only with `suite_create` (an operator's command, a token scoped
+    `+new-suites`); otherwise it is refused.
     """
     if len(raw) > settings.PERFWATCH_MAX_REPORT_BYTES:
         raise IngestRejected(
@@ -150,6 +153,11 @@ def report_ingest(
     if runner_name is not None:
         runner_name = _name_check(value=runner_name, what="runner name")
     existing_suite = Suite.objects.filter(name=suite_name).first()
+    if existing_suite is None and not suite_create:
+        raise IngestRejected(
+            f"unknown suite {suite_name!r}: an operator creates suites (manage.py load_suites), "
+            "or a token scoped +new-suites"
+        )
     try:
         report = report_parse(
             raw=raw,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from dashboard.benchmarks.capacity import suite_capacity_recompute
 from dashboard.benchmarks.models import Suite
-from runners.suites import SuiteSpec
+from runners.suites import InstallSpec, SuiteSpec
 
 
 def suite_spec(*, suite: Suite) -> SuiteSpec:
@@ -23,6 +25,16 @@ def suite_spec(*, suite: Suite) -> SuiteSpec:
             "active": suite.is_active,
         }
     )
+
+
+def suite_runnable(*, suite: Suite) -> bool:
+    """Whether a runner could install the suite's vLLM: a suite created by an ingest has no install
+    settings, and a runner claiming its run could do nothing with it."""
+    try:
+        InstallSpec.model_validate(suite.install_settings)
+    except ValidationError:
+        return False
+    return True
 
 
 def suite_upsert(*, spec: SuiteSpec) -> tuple[Suite, bool]:

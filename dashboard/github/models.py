@@ -177,12 +177,21 @@ class CommitSyncState(models.Model):
 
 
 class WebhookDelivery(models.Model):
-    """A webhook delivery already acted on, by GitHub's X-GitHub-Delivery: a redelivery is answered and
-    ignored."""
+    """A webhook delivery already acted on, by GitHub's X-GitHub-Delivery and by its body's digest: a
+    redelivery, or the same body under another delivery id, is answered and ignored."""
 
     delivery_id = models.CharField(max_length=100, unique=True)
     event = models.CharField(max_length=50)
+    # The signed body's digest: a captured delivery re-sent under a new delivery id is a replay.
+    body_sha256 = models.CharField(max_length=64, blank=True)
     received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["body_sha256"], condition=~models.Q(body_sha256=""), name="webhook_body_once"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.event} {self.delivery_id}"

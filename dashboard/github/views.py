@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -40,7 +41,12 @@ def webhook(request: HttpRequest) -> HttpResponse:
         payload = json.loads(request.body)
         if not isinstance(payload, dict):
             raise WebhookPayloadInvalid("the payload is not a JSON object")
-        outcome = webhook_delivery_handle(delivery_id=delivery_id, event=event, payload=payload)
+        outcome = webhook_delivery_handle(
+            delivery_id=delivery_id,
+            event=event,
+            payload=payload,
+            body_sha256=hashlib.sha256(request.body).hexdigest(),
+        )
     except (ValueError, TypeError) as error:  # WebhookPayloadInvalid and malformed JSON or values
         return JsonResponse({"error": f"unreadable {event} payload: {error}"}, status=400)
     if outcome.duplicate:

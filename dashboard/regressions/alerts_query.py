@@ -68,8 +68,13 @@ def alerts_query_parse(*, query: Mapping[str, str]) -> AlertsQuery:
     )
 
 
+# The most groups one answer holds (newest first); `since` reads further back in steps.
+ALERTS_MAX_GROUPS = 500
+
+
 def alerts_export(*, filters: AlertsQuery) -> list[dict[str, object]]:
-    """Groups matching `filters`, newest first, as the API's JSON values; three queries whatever the size.
+    """Groups matching `filters`, newest first, at most ALERTS_MAX_GROUPS, as the API's JSON values; three
+    queries whatever the size.
 
     `since` keeps the groups created or given a verdict at or after it.
     """
@@ -86,7 +91,7 @@ def alerts_export(*, filters: AlertsQuery) -> list[dict[str, object]]:
     if filters.since is not None:
         groups = groups.filter(Q(created_at__gte=filters.since) | Q(state_changed_at__gte=filters.since))
     rows = list(
-        groups.order_by("-pk")
+        groups.order_by("-pk")[:ALERTS_MAX_GROUPS]
         .select_related("base_commit", "head_commit")
         .prefetch_related(
             Prefetch("alerts", queryset=Alert.objects.select_related("series__suite").order_by("pk"))

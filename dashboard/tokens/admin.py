@@ -16,7 +16,8 @@ class ApiTokenCreateForm(forms.ModelForm):
     scope = forms.CharField(
         initial="ingest:*",
         help_text=(
-            "ingest:* or ingest:SUITE[,SUITE...] for reports; runner:HARDWARE_CLASS/RUNNER_NAME for a runner"
+            "ingest:* or ingest:SUITE[,SUITE...] for reports (+new-suites at the end: may create suites); "
+            "runner:HARDWARE_CLASS/RUNNER_NAME for a runner"
         ),
     )
 

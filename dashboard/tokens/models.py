@@ -15,6 +15,9 @@ class ApiToken(models.Model):
     suites = models.JSONField(
         default=list, blank=True, help_text='ingest: the suites it may report for; ["*"] for every suite'
     )
+    may_create_suites = models.BooleanField(
+        default=False, help_text="ingest: may create a suite by naming it (scope +new-suites)"
+    )
     hardware_class = models.SlugField(max_length=50, blank=True, help_text="runner: its hardware class")
     runner_name = models.SlugField(max_length=100, blank=True, help_text="runner: the runner it belongs to")
     prefix = models.CharField(max_length=16, editable=False, help_text="The token's first characters")
@@ -34,6 +37,7 @@ class ApiToken(models.Model):
         return TokenScope(
             kind=TokenKind(self.kind),
             suites=tuple(self.suites),
+            may_create_suites=self.may_create_suites,
             hardware_class=self.hardware_class,
             runner_name=self.runner_name,
         )

@@ -1,6 +1,9 @@
 """What an API token may do, as a value: parsed from and printed as one scope string.
 
 `ingest:*` or `ingest:SUITE[,SUITE...]`: store reports of those suites (on any hardware, naming no runner).
+Only suites an operator made (manage.py load_suites, the admin) are known; `+new-suites` at the end
+(`ingest:*+new-suites`) also lets the token create a suite by naming it (a suite with no install settings,
+which is never scheduled).
 `runner:HARDWARE_CLASS/RUNNER_NAME`: act as that one runner node: its claims, heartbeats and uploads, and
 reports of any suite on its hardware class naming no runner or itself.
 """
@@ -13,6 +16,7 @@ from enum import StrEnum
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 ALL_SUITES = "*"
+NEW_SUITES = "+new-suites"
 
 
 class TokenKind(StrEnum):
@@ -49,17 +53,20 @@ class TokenScope:
     suites: tuple[str, ...] = ()  # ingest: suite names, or (ALL_SUITES,)
     hardware_class: str = ""  # runner
     runner_name: str = ""  # runner
+    may_create_suites: bool = False  # ingest, with +new-suites
 
     @classmethod
     def parse(cls, text: str) -> TokenScope:
         kind_text, _, rest = text.strip().partition(":")
         if kind_text == TokenKind.INGEST:
+            create = rest.endswith(NEW_SUITES)
+            rest = rest.removesuffix(NEW_SUITES)
             if rest in ("", ALL_SUITES):
-                return cls(kind=TokenKind.INGEST, suites=(ALL_SUITES,))
+                return cls(kind=TokenKind.INGEST, suites=(ALL_SUITES,), may_create_suites=create)
             suites = sorted({_name(part, what="suite name") for part in rest.split(",") if part.strip()})
             if not suites:
                 raise ScopeInvalid("an ingest scope names suites: ingest:SUITE[,SUITE...] or ingest:*")
-            return cls(kind=TokenKind.INGEST, suites=tuple(suites))
+            return cls(kind=TokenKind.INGEST, suites=tuple(suites), may_create_suites=create)
         if kind_text == TokenKind.RUNNER:
             hardware_class, slash, runner_name = rest.partition("/")
             if not slash:
@@ -77,7 +84,7 @@ class TokenScope:
 
     def __str__(self) -> str:
         if self.kind == TokenKind.INGEST:
-            return f"ingest:{','.join(self.suites)}"
+            return f"ingest:{','.join(self.suites)}{NEW_SUITES if self.may_create_suites else ''}"
         return f"runner:{self.hardware_class}/{self.runner_name}"
 
     def require_runner(self, *, runner_name: str, hardware_class: str | None = None) -> None:

@@ -55,6 +55,7 @@ def token_create(*, name: str, scope: TokenScope) -> IssuedToken:
                 name=name,
                 kind=scope.kind.value,
                 suites=list(scope.suites),
+                may_create_suites=scope.may_create_suites,
                 hardware_class=scope.hardware_class,
                 runner_name=scope.runner_name,
                 prefix=secret[:12],

@@ -24,6 +24,10 @@ DEFAULT_WIDTH_PX = 1200
 WIDTH_LIMITS_PX = (100, 4000)
 CACHE_SECONDS = 600
 MAX_METRICS = 30
+# The series API's bounds: metrics per request, and points per series (the newest; a year of main is
+# about 10,000 commits, so a window of `from`/`to` reads the rest).
+SERIES_MAX_METRICS = 10
+SERIES_MAX_POINTS = 5000
 
 
 def _view_params(query: QueryDict) -> tuple[int, tuple[float, float] | None]:
@@ -122,10 +126,16 @@ def suite_series(request: HttpRequest, suite: str) -> HttpResponse:
         filters = timeline_filters_parse(query=request.GET, default_hardware=suite_row.hardware_class)
     except FilterInvalid as error:
         return JsonResponse({"error": str(error)}, status=400)
+    metrics = tuple(dict.fromkeys(m.strip() for m in request.GET.getlist("metric") if m.strip()))
+    if not metrics or len(metrics) > SERIES_MAX_METRICS or any(len(metric) > 50 for metric in metrics):
+        return JsonResponse(
+            {"error": f"name 1 to {SERIES_MAX_METRICS} metrics with 'metric=' (e.g. metric=ttft_ms_p50)"},
+            status=400,
+        )
     found = series_points(
         suite=suite_row,
         hardware_class=filters.hardware_class,
-        metrics=tuple(m for m in request.GET.getlist("metric") if m) or HEADLINE_METRICS,
+        metrics=metrics,
         date_from=filters.date_from,
         date_to=filters.date_to,
         concurrencies=filters.concurrencies,
@@ -137,9 +147,11 @@ def suite_series(request: HttpRequest, suite: str) -> HttpResponse:
             {
                 "metric": item.metric,
                 "concurrency": item.concurrency,
+                # The newest points when there are more: `truncated`, and `to=` reads further back.
+                "truncated": len(item.points) > SERIES_MAX_POINTS,
                 "points": [
                     {"commit": sha, "committed_at": at, "pr_number": pr_number, "value": value, "runs": runs}
-                    for sha, at, pr_number, value, runs in item.points
+                    for sha, at, pr_number, value, runs in item.points[-SERIES_MAX_POINTS:]
                 ],
             }
             for item in found

@@ -164,6 +164,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "logs": run_log_blocks(run=run),
         "commands": run_command_blocks(run=run),
         "blocks": commit_measurement_blocks(rows=run_selectors.run_measurements(run=run)),
+        "invalid_values": run_selectors.run_invalid_value_count(run=run),
         "headline": HEADLINE_DISPLAYS,
         "actions": run_actions(run=run) if request.user.is_staff else None,
         "telemetry_url": reverse("web:run-telemetry", args=[run.pk]) if detail.has_telemetry else "",

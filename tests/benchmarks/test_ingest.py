@@ -122,7 +122,7 @@ def test_unreadable_path_is_a_clear_error(tmp_path) -> None:
 def test_api_accepts_a_multipart_report_and_is_idempotent(client: Client, vllm_cpu_report, bearer) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    headers = bearer()
+    headers = bearer("ingest:*+new-suites")
 
     def post():
         upload = SimpleUploadedFile("report.json", vllm_cpu_report, content_type="application/json")
@@ -148,7 +148,9 @@ def test_api_accepts_json_with_base64_report(client: Client, vllm_cpu_report, be
         "suite": "s",
         "hardware": "cpu",
     }
-    response = client.post("/api/runs/", json.dumps(body), content_type="application/json", headers=bearer())
+    response = client.post(
+        "/api/runs/", json.dumps(body), content_type="application/json", headers=bearer("ingest:*+new-suites")
+    )
     assert response.status_code == 201
 
 
@@ -156,7 +158,9 @@ def test_api_rejects_an_invalid_report_with_a_json_reason(
     client: Client, midstream_errors_report, bearer
 ) -> None:
     body = {"report": json.loads(midstream_errors_report), "commit": SHA, "suite": "s", "hardware": "cpu"}
-    response = client.post("/api/runs/", json.dumps(body), content_type="application/json", headers=bearer())
+    response = client.post(
+        "/api/runs/", json.dumps(body), content_type="application/json", headers=bearer("ingest:*+new-suites")
+    )
     assert response.status_code == 400
     assert "no successful request" in response.json()["error"]
     assert _table_counts() == dict.fromkeys(_table_counts(), 0)
@@ -164,9 +168,11 @@ def test_api_rejects_an_invalid_report_with_a_json_reason(
 
 def test_api_names_missing_fields(client: Client, vllm_cpu_report, bearer) -> None:
     body = {"report": json.loads(vllm_cpu_report)}
-    response = client.post("/api/runs/", json.dumps(body), content_type="application/json", headers=bearer())
+    response = client.post(
+        "/api/runs/", json.dumps(body), content_type="application/json", headers=bearer("ingest:*+new-suites")
+    )
     assert response.status_code == 400
-    assert response.json() == {"error": "missing field(s): commit, suite, hardware"}
+    assert response.json() == {"error": "field 'commit': required", "field": "commit"}
 
 
 def test_measurements_api_returns_the_documented_shape(client: Client, tmp_path, seed_scaled_report) -> None:

@@ -23,7 +23,7 @@ def _stored() -> dict[str, int]:
 
 @pytest.fixture
 def post(client: Client, bearer):
-    headers = bearer()
+    headers = bearer("ingest:*+new-suites")
 
     def send(body: object, **extra: Any):
         data = body if isinstance(body, bytes | str) else json.dumps(body)
@@ -105,6 +105,8 @@ HOSTILE_REPORTS = {
     "long label value": (lambda d: _set_labels(d, {"k": "v" * 257}), "over the limit of 256"),
     "nested label value": (lambda d: _set_labels(d, {"k": {"x": 1}}), "label 'k' must be text, not dict"),
     "NUL in a label": (lambda d: _set_labels(d, {"k": "a\x00b"}), "holds a NUL character"),
+    "lone surrogate in a label": (lambda d: _set_labels(d, {"k": "a\ud800b"}), "holds a lone surrogate"),
+    "lone surrogate in a label name": (lambda d: _set_labels(d, {"\udfff": "v"}), "holds a lone surrogate"),
     "non-string guidellm_version": (
         lambda d: d["metadata"].update(guidellm_version={"x": 1}),
         "metadata.guidellm_version must be text, not dict",
@@ -147,11 +149,13 @@ def test_series_per_suite_are_capped(post, vllm_cpu_report, monkeypatch) -> None
 @pytest.mark.parametrize(
     ("fields", "reason"),
     [
-        ({"commit": 12345678}, "field 'commit' must be a string, not int"),
-        ({"suite": ["a"]}, "field 'suite' must be a string, not list"),
-        ({"hardware": "h" * 51}, "invalid hardware class"),
-        ({"suite": "s" * 101}, "invalid suite name"),
-        ({"commit": "a\x00b"}, "invalid commit sha"),
+        ({"commit": 12345678}, "field 'commit': Input should be a valid string"),
+        ({"suite": ["a"]}, "field 'suite': Input should be a valid string"),
+        ({"hardware": "h" * 51}, "field 'hardware': its length 51 is over the limit of 50"),
+        ({"suite": "s" * 101}, "field 'suite': its length 101 is over the limit of 100"),
+        ({"commit": "a\x00b"}, "field 'commit': Value error, the text holds a NUL character"),
+        ({"suite": "a\ud800b"}, "field 'suite': Value error, the text holds a lone surrogate"),
+        ({"commit": "zz"}, "invalid commit sha"),
     ],
 )
 def test_wrong_types_and_lengths_of_fields_are_refused(post, vllm_cpu_report, fields, reason) -> None:
@@ -193,7 +197,9 @@ def test_a_multipart_report_over_the_limit_is_refused_by_its_size(client, bearer
     settings.PERFWATCH_MAX_REPORT_BYTES = len(vllm_cpu_report) - 1
     upload = SimpleUploadedFile("report.json", vllm_cpu_report, content_type="application/json")
     response = client.post(
-        "/api/runs/", {"report": upload, "commit": SHA, "suite": "s", "hardware": "cpu"}, headers=bearer()
+        "/api/runs/",
+        {"report": upload, "commit": SHA, "suite": "s", "hardware": "cpu"},
+        headers=bearer("ingest:*+new-suites"),
     )
     assert response.status_code == 400
     assert f"report is {len(vllm_cpu_report)} bytes, over the limit" in response.json()["error"]
@@ -238,8 +244,37 @@ def test_a_multipart_report_is_streamed_to_disk_not_held_in_memory(client, beare
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(api, "_multipart_report", spy)
         response = client.post(
-            "/api/runs/", {"report": upload, "commit": SHA, "suite": "s", "hardware": "cpu"}, headers=bearer()
+            "/api/runs/",
+            {"report": upload, "commit": SHA, "suite": "s", "hardware": "cpu"},
+            headers=bearer("ingest:*+new-suites"),
         )
     assert response.status_code == 201, response.content
     assert TemporaryFileUploadHandler in [type(h) for h in response.wsgi_request.upload_handlers]
     assert seen and seen[0].__name__ == "TemporaryUploadedFile"
+
+
+@pytest.mark.parametrize("scope", ["ingest:*", "ingest:tiny-llama-cpu", "runner:cpu/cpu-node-1"])
+def test_an_unknown_suite_is_refused_unless_the_token_may_create_suites(
+    client: Client, bearer, vllm_cpu_report, scope
+) -> None:
+    body = json.dumps(_body(json.loads(vllm_cpu_report)))
+
+    refused = client.post("/api/runs/", body, content_type="application/json", headers=bearer(scope))
+
+    assert refused.status_code == 400 and "unknown suite 'tiny-llama-cpu'" in refused.json()["error"]
+    assert _stored() == dict.fromkeys(_stored(), 0)
+    allowed = bearer(scope.replace("ingest:*", "ingest:*+new-suites"), name="creator")
+    if scope == "ingest:*":
+        created = client.post("/api/runs/", body, content_type="application/json", headers=allowed)
+        assert created.status_code == 201 and Suite.objects.filter(name="tiny-llama-cpu").exists()
+
+
+def test_a_suite_made_by_an_ingest_is_never_scheduled(post, vllm_cpu_report) -> None:
+    from dashboard.benchmarks.scheduling import runs_schedule_all
+    from tests.factories import CommitFactory
+
+    assert post(_body(json.loads(vllm_cpu_report))).status_code == 201
+    CommitFactory(sha="1" * 40, position=10, change_class="python")
+
+    assert runs_schedule_all() == []
+    assert not Run.objects.filter(status="queued").exists()

@@ -121,3 +121,18 @@ def test_the_query_count_does_not_grow_with_the_groups(client: Client, django_as
     # and one more to check the suite exists when it is filtered on
     with django_assert_num_queries(4):
         assert len(client.get("/api/alerts/", {"suite": suite.name}).json()["groups"]) == 20
+
+
+def test_an_answer_holds_at_most_the_cap_of_groups_the_newest(client: Client, monkeypatch) -> None:
+    from dashboard.regressions import alerts_query
+
+    monkeypatch.setattr(alerts_query, "ALERTS_MAX_GROUPS", 2)
+    commits = _commits(4)
+    suite = suite_create()
+    groups = [
+        group_create(suite=suite, change_pct=-6.0, commits=(commits[i], commits[i + 1])) for i in range(3)
+    ]
+
+    body = client.get("/api/alerts/").json()
+
+    assert [group["id"] for group in body["groups"]] == [groups[2].pk, groups[1].pk]

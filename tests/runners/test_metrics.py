@@ -74,3 +74,10 @@ def test_a_page_that_is_not_prometheus_text_is_unreadable():
 
 def test_missing_metrics_are_absent_rather_than_zero():
     assert MetricsSnapshot().counters_since(before=metrics_snapshot(text=PLAIN)) == {}
+
+
+def test_a_tracked_metric_that_is_not_a_number_is_left_out_of_the_evidence():
+    """The dashboard refuses NaN and infinities in a run's evidence: a snapshot never carries one."""
+    text = "vllm:num_requests_waiting NaN\nvllm:num_requests_running +Inf\nvllm:prompt_tokens_total 12\n"
+
+    assert metrics_snapshot(text=text).values == {"prompt_tokens": 12.0}

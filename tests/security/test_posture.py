@@ -135,12 +135,56 @@ def test_admin_login_is_throttled_after_repeated_failures(client: Client) -> Non
     locked = client.post("/admin/login/", {"username": "admin", "password": "right-password-123"})
     assert locked.status_code == 429
     assert "_auth_user_id" not in client.session
-    # Another address is not locked out.
+    # The account guessed at is locked from every address; another account from another address is not.
     other = Client(REMOTE_ADDR="10.0.0.9")
     assert (
         other.post("/admin/login/", {"username": "admin", "password": "right-password-123"}).status_code
+        == 429
+    )
+    User.objects.create_superuser("oncall", "oncall@example.com", "other-password-456")
+    assert (
+        other.post("/admin/login/", {"username": "oncall", "password": "other-password-456"}).status_code
         == 302
     )
+
+
+@pytest.mark.django_db
+@override_settings(AXES_FAILURE_LIMIT=3)
+def test_one_account_guessed_from_many_addresses_is_locked_out(client: Client) -> None:
+    User.objects.create_superuser("admin", "admin@example.com", "right-password-123")
+    for address in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        Client(REMOTE_ADDR=address).post("/admin/login/", {"username": "admin", "password": "wrong"})
+
+    fresh = Client(REMOTE_ADDR="10.0.0.4")
+    assert (
+        fresh.post("/admin/login/", {"username": "admin", "password": "right-password-123"}).status_code
+        == 429
+    )
+    assert "_auth_user_id" not in fresh.session
+
+
+@pytest.mark.parametrize("channel", ["EMAIL_URL", "PERFWATCH_SLACK_WEBHOOK_URL", "GITHUB_TOKEN"])
+def test_an_empty_channel_variable_turns_it_off_and_check_deploy_stays_clean(channel) -> None:
+    env = _production_env(
+        DATABASE_URL=os.environ["DATABASE_URL"], **{channel: ""}, PERFWATCH_ALERT_EMAILS="perf@example.com"
+    )
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues (0 silenced)." in result.stdout
+    if channel == "EMAIL_URL":
+        script = (
+            "import django; django.setup(); from django.conf import settings as s; "
+            "print(s.PERFWATCH_ALERT_EMAILS, s.MAILERS['default']['BACKEND'])"
+        )
+        shown = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env={**env, "DJANGO_SETTINGS_MODULE": "dashboard.settings"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert shown.stdout.strip() == "[] dashboard.mail.EmailOffBackend", shown.stderr
 
 
 def test_the_client_address_comes_from_the_proxy_only_behind_one(settings) -> None:

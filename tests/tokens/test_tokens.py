@@ -13,6 +13,7 @@ from dashboard.benchmarks.models import Commit, Measurement, Run, Runner, Series
 from dashboard.tokens.models import ApiToken
 from dashboard.tokens.scopes import ScopeInvalid, TokenForbidden, TokenKind, TokenScope
 from dashboard.tokens.services import token_create, token_revoke
+from tests.factories import SuiteFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -115,6 +116,7 @@ def test_a_token_outside_its_scope_gets_403_and_stores_nothing(
 
 
 def test_a_good_ingest_token_gets_201_and_its_last_use_is_recorded(client: Client, vllm_cpu_report) -> None:
+    SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu", concurrencies=[])
     issued = token_create(name="ci", scope=TokenScope.parse("ingest:tiny-llama-cpu"))
     assert issued.token.last_used_at is None
 
@@ -128,6 +130,7 @@ def test_a_good_ingest_token_gets_201_and_its_last_use_is_recorded(client: Clien
 
 
 def test_a_runner_token_reports_as_its_own_runner(client: Client, vllm_cpu_report, bearer) -> None:
+    SuiteFactory(name="tiny-llama-cpu", hardware_class="cpu", concurrencies=[])
     response = _post(client, vllm_cpu_report, bearer("runner:cpu/ci-cpu-1"))
     assert response.status_code == 201, response.content
     assert Run.objects.get().runner == Runner.objects.get(name="ci-cpu-1")

@@ -98,3 +98,78 @@ def test_a_bad_filter_is_a_400_that_says_why(client: Client, query, error) -> No
 def test_an_unknown_suite_is_a_json_404(client: Client) -> None:
     response = client.get("/api/suites/nope/series/")
     assert (response.status_code, response.json()) == (404, {"error": "unknown suite 'nope'"})
+
+
+def test_without_a_metric_or_with_too_many_the_series_api_is_a_400(client: Client) -> None:
+    SuiteFactory()
+    missing = client.get("/api/suites/kimi-k3-8k1k/series/")
+    too_many = client.get("/api/suites/kimi-k3-8k1k/series/", [("metric", f"m{i}") for i in range(11)])
+
+    for response in (missing, too_many):
+        assert response.status_code == 400 and "metric=" in response.json()["error"]
+
+
+def test_a_series_longer_than_the_cap_answers_its_newest_points_and_says_so(
+    client: Client, monkeypatch
+) -> None:
+    from dashboard.web import api
+
+    monkeypatch.setattr(api, "SERIES_MAX_POINTS", 50)
+    bulk_history(
+        suite=cast(Suite, SuiteFactory()), values={(1, "ttft_ms_mean"): [float(i) for i in range(120)]}
+    )
+
+    [series] = client.get("/api/suites/kimi-k3-8k1k/series/", {"metric": "ttft_ms_mean"}).json()["series"]
+
+    assert series["truncated"] is True
+    assert [point["value"] for point in series["points"]] == [float(i) for i in range(70, 120)]
+
+
+def _measurement_rows_read(queryset) -> int:
+    """Rows the executed plan read from the measurement table (EXPLAIN ANALYZE, every node on it)."""
+    import json
+
+    from django.db import connection
+
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+        # A test's tables are small enough that a sequential scan is cheapest whatever the query; without
+        # it the plan is the one a real history of millions of rows gets.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
+        plan = cursor.fetchone()[0]
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+
+    def walk(node: dict) -> int:
+        own = (
+            node["Actual Rows"] * node.get("Actual Loops", 1)
+            if "measurement" in node.get("Relation Name", "") or "measurement" in node.get("Index Name", "")
+            else 0
+        )
+        return own + sum(walk(child) for child in node.get("Plans", []))
+
+    return walk(plan[0]["Plan"])
+
+
+def test_a_from_to_window_reads_only_its_rows(client: Client) -> None:
+    """A day of a history of 4,000 hourly commits: the plan reads that day's measurements, not the rest."""
+    from dashboard.benchmarks.columns import _measurements
+    from dashboard.benchmarks.models import Series
+
+    suite = cast(Suite, SuiteFactory())
+    bulk_history(suite=suite, values={(1, "ttft_ms_mean"): [100.0] * 4000}, every=timedelta(hours=1))
+    series_ids = list(Series.objects.filter(suite=suite).values_list("pk", flat=True))
+    day = datetime(2026, 3, 1, tzinfo=UTC).date()
+
+    window = _measurements(
+        suite=suite, hardware_class="b300", series_ids=series_ids, date_from=day, date_to=day
+    )
+
+    assert window.count() == 24
+    assert _measurement_rows_read(window) <= 48
+    body = client.get(
+        "/api/suites/kimi-k3-8k1k/series/",
+        {"metric": "ttft_ms_mean", "from": "2026-03-01", "to": "2026-03-01"},
+    ).json()
+    assert len(body["series"][0]["points"]) == 24

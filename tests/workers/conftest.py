@@ -72,6 +72,10 @@ def start_worker(
                 "PERFWATCH_CACHE_DIR", str(Path.home() / ".cache" / "perfwatch")
             ),
             "PERFWATCH_WORK_DIR": str(tmp_path / "runs"),
+            # The test process sends unsigned messages; tests/faults/test_signed_messages.py signs them.
+            "PERFWATCH_SIGNING_KEY": "",
+            "PERFWATCH_SIGNING_CERT": "",
+            "PERFWATCH_SIGNING_TRUSTED": "",
         }
         documented = readme_runner_environment()
         assert set(values) == set(documented), "the README documents another runner environment"
