@@ -195,7 +195,7 @@ def traces_summarise(*, raws: Sequence[bytes], ops_kept: int = OPS_KEPT_PER_DEVI
     step_us = dict.fromkeys(DEVICES, 0.0)
     for (_, device), total in totals.items():
         step_us[device] += total.self_us
-    ops = []
+    ops: list[OpStat] = []
     for device in DEVICES:
         kept = sorted(
             ((name, total) for (name, on), total in totals.items() if on == device),
