@@ -18,16 +18,23 @@ from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
 
-from dashboard.benchmarks import runs, services
-from dashboard.benchmarks.models import Run, Runner, RunStatus
+from dashboard.benchmarks import profiles, runs, services
+from dashboard.benchmarks.models import Run, RunKind, Runner, RunStatus
 from dashboard.benchmarks.suites import suite_spec
 from dashboard.tokens.auth import token_required
 from dashboard.tokens.models import ApiToken
 from dashboard.tokens.scopes import TokenForbidden, TokenKind
 from runners.accuracy import AccuracyResult
 from runners.guidellm_report import ReportInvalid, report_parse
+from runners.profiles import ProfileSummary, TraceUnreadable
 
-RUNNER_STAGES = (RunStatus.INSTALLING, RunStatus.STARTING_SERVER, RunStatus.BENCHMARKING, RunStatus.STORING)
+RUNNER_STAGES = (
+    RunStatus.INSTALLING,
+    RunStatus.STARTING_SERVER,
+    RunStatus.BENCHMARKING,
+    RunStatus.PROFILING,
+    RunStatus.STORING,
+)
 TEXT_MAX_CHARS = 200_000
 
 
@@ -163,6 +170,7 @@ def run_claim(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[
             "suite": suite_spec(suite=run.suite).model_dump(mode="json"),
             "lease_s": settings.PERFWATCH_RUN_LEASE_S,
             "heartbeat_s": settings.PERFWATCH_HEARTBEAT_S,
+            "profile": run.kind == RunKind.PROFILE,
         }
     )
 
@@ -231,6 +239,38 @@ def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: di
         ),
     )
     return JsonResponse({"run": run_id, "status": RunStatus.SUCCEEDED})
+
+
+@_runner_endpoint
+def run_profile(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[str, Any]) -> JsonResponse:
+    """Store a held profile run's trace (base64 of its gzip) and summary; sent again, it replaces them."""
+    runner = _runner(token)
+    if runner is None:
+        return _not_held(run_id, token)
+    trace = body.get("trace")
+    try:
+        trace_gzip = base64.b64decode(trace if isinstance(trace, str) else "", validate=True)
+    except (binascii.Error, ValueError):
+        trace_gzip = b""
+    if trace_gzip[:2] != b"\x1f\x8b":
+        raise BodyInvalid("'trace' must be base64 of the gzip'd trace")
+    try:
+        summary = ProfileSummary.from_json(_object(body, "summary"))
+    except TraceUnreadable as error:
+        raise BodyInvalid(f"'summary': {error}") from None
+    metrics = _object(body, "server_metrics")
+    if not all(isinstance(value, int | float) for value in metrics.values()):
+        raise BodyInvalid("'server_metrics' must be an object of numbers")
+    profiles.profile_store(
+        run_id=run_id,
+        runner=runner,
+        trace_gzip=trace_gzip,
+        trace_name=str(body.get("trace_name") or "")[:200],
+        summary=summary,
+        server_metrics={str(name)[:100]: float(value) for name, value in metrics.items()},
+        settings=_object(body, "settings"),
+    )
+    return JsonResponse({"run": run_id, "profile": True})
 
 
 @_runner_endpoint

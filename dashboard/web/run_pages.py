@@ -20,6 +20,7 @@ STAGES: tuple[str, ...] = (
     RunStatus.INSTALLING,
     RunStatus.STARTING_SERVER,
     RunStatus.BENCHMARKING,
+    RunStatus.PROFILING,
     RunStatus.STORING,
 )
 # A stage so short it would be invisible still gets a sliver of bar.
@@ -306,6 +307,7 @@ _STAGE_LOGS: dict[str, str] = {
     RunStatus.INSTALLING: "install",
     RunStatus.STARTING_SERVER: "server",
     RunStatus.BENCHMARKING: "guidellm",
+    RunStatus.PROFILING: "server",
 }
 _COMMAND_LABELS = {
     "install_vllm": "Install vLLM",
