@@ -32,7 +32,7 @@ def test_the_group_page_shows_what_got_slower_with_both_traces_to_download(brows
     changes = [abs(float(row[4])) for row in rows]
     assert changes == sorted(changes, reverse=True)
     gemm = next(row for row in rows if row[0].startswith("nvjet_sm90"))
-    name, device, base_ms, head_ms, delta_ms, delta_pct, share = gemm
+    _, device, base_ms, head_ms, delta_ms, delta_pct, share = gemm
     assert device == "gpu" and float(head_ms) > 5 * float(base_ms)
     assert delta_ms.startswith("+") and delta_pct.endswith(" %") and float(delta_pct[:-2]) > 300
     # The GEMM alone adds more than the parent's whole GPU step.
