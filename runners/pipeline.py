@@ -575,7 +575,7 @@ def benchmark_execute(
                                 metrics=server.metrics,
                                 cancel=cancel,
                             )
-                        except (ProfilingFailed, MetricsUnreadable) as exc:
+                        except (ProfilingFailed, MetricsUnreadable, OSError) as exc:
                             warnings.append(one_line(f"profiling: {exc}", limit=REASON_CHARS))
                 stages.close()
         except RunFailed as failure:

@@ -23,7 +23,7 @@ from typing import Any
 
 from runners.errors import RunnerError
 from runners.metrics import MetricsSnapshot
-from runners.profiles import ProfileSummary, traces_summarise
+from runners.profiles import ProfileSummary, TraceUnreadable, traces_summarise
 from runners.server import warm_up_body
 from runners.suites import DataSpec, ProfilerSwitch, ProfilingSpec
 
@@ -97,6 +97,18 @@ def _gzipped(raw: bytes) -> bytes:
     return raw if raw[:2] == b"\x1f\x8b" else gzip.compress(raw, compresslevel=6)
 
 
+def _profiler_post(*, base_url: str, action: str, timeout_s: float) -> None:
+    try:
+        _post(url=f"{base_url}/{action}", timeout_s=timeout_s)
+    except urllib.error.HTTPError as error:
+        raise ProfilingFailed(
+            f"/{action} answered HTTP {error.code}: the server may not have been started with the profiler "
+            "(see the suite's profiling.switch)"
+        ) from None
+    except (urllib.error.URLError, OSError) as error:
+        raise ProfilingFailed(f"/{action} failed: {getattr(error, 'reason', error)}") from None
+
+
 def profile_record(
     *,
     base_url: str,
@@ -118,35 +130,34 @@ def profile_record(
         prompt_tokens=data.prompt_tokens,
         output_tokens=data.output_tokens,
     )
+    before = metrics()
+    _profiler_post(base_url=base_url, action="start_profile", timeout_s=60)
     try:
-        before = metrics()
-        _post(url=f"{base_url}/start_profile", timeout_s=60)
-        try:
-            _load_send(
-                base_url=base_url,
-                request_format=request_format,
-                body=body,
-                profiling=profiling,
-                deadline=deadline,
-            )
-        finally:
-            # Stopping flushes the traces: on a big model that takes long (vLLM's own RPC timeout too).
-            _post(url=f"{base_url}/stop_profile", timeout_s=max(60.0, deadline - time.monotonic()))
-        after = metrics()
-    except urllib.error.HTTPError as error:
-        raise ProfilingFailed(
-            f"{error.url.rsplit('/', 1)[-1] or error.url} answered HTTP {error.code}: the server may "
-            "not have been started with the profiler (see the suite's profiling.switch)"
-        ) from None
+        _load_send(
+            base_url=base_url,
+            request_format=request_format,
+            body=body,
+            profiling=profiling,
+            deadline=deadline,
+        )
     except (urllib.error.URLError, OSError) as error:
         raise ProfilingFailed(f"the profiled load failed: {getattr(error, 'reason', error)}") from None
+    finally:
+        # Stopping flushes the traces: on a big model that takes long (vLLM's own RPC timeout too).
+        _profiler_post(
+            base_url=base_url, action="stop_profile", timeout_s=max(60.0, deadline - time.monotonic())
+        )
+    after = metrics()
     traces = _traces_settled(trace_dir=trace_dir, deadline=deadline)
     workers = [path for path in traces if not path.name.startswith(FRONTEND_TRACE_PREFIX)]
     if not workers:
         found = ", ".join(path.name for path in traces) or "nothing"
         raise ProfilingFailed(f"no worker trace under {trace_dir} after /stop_profile (found {found})")
     raws = [path.read_bytes() for path in workers]
-    summary = traces_summarise(raws=raws)
+    try:
+        summary = traces_summarise(raws=raws)
+    except TraceUnreadable as error:
+        raise ProfilingFailed(f"the worker traces cannot be read: {error}") from None
     # The largest worker trace is rank 0's on a tensor-parallel server: the one to look at in Perfetto.
     chosen = max(range(len(workers)), key=lambda index: (len(raws[index]), -index))
     return ProfileOutcome(

@@ -102,3 +102,28 @@ def test_no_profile_runs_beyond_the_suites_budget_or_for_a_suite_without_profili
     world.suite.save(update_fields=["benchmark_settings"])
     assert profiles_request(group_id=world.group.pk) == []
     assert not Run.objects.filter(kind=RunKind.PROFILE).exists()
+
+
+def test_a_profile_runs_page_times_its_profiling_stage_and_other_runs_do_not_show_one() -> None:
+    world = profiled_group_create()
+    profile_run = Run.objects.filter(kind=RunKind.PROFILE, commit=world.culprit).get()
+    profile_run.stage_durations = {
+        "installing": 5,
+        "starting_server": 60,
+        "benchmarking": 300,
+        "profiling": 20,
+    }
+    profile_run.save(update_fields=["stage_durations"])
+    routine = Run.objects.create(
+        commit=world.culprit,
+        suite=world.suite,
+        hardware_class="b300",
+        status=RunStatus.SUCCEEDED,
+        stage_durations={"installing": 5, "starting_server": 60, "benchmarking": 300, "storing": 2},
+    )
+
+    profiled = {bar.stage: bar.state for bar in Client().get(f"/runs/{profile_run.pk}/").context["stages"]}
+    ordinary = {bar.stage: bar.state for bar in Client().get(f"/runs/{routine.pk}/").context["stages"]}
+
+    assert profiled["profiling"] == "done" and list(profiled)[-2:] == ["profiling", "storing"]
+    assert "profiling" not in ordinary
