@@ -25,6 +25,11 @@ def alert_group_profile(request: HttpRequest, group_id: int) -> JsonResponse:
             "base_run": comparison.base.run_id,
             "head_run": comparison.head.run_id,
             "step_ms": {"base": dict(comparison.base_step_ms), "head": dict(comparison.head_step_ms)},
+            # What the server counted over each profiled load (tokens, prefix-cache hits, preemptions).
+            "server_metrics": {
+                "base": comparison.base.server_metrics,
+                "head": comparison.head.server_metrics,
+            },
             "ops": comparison.rows(),
         }
     )

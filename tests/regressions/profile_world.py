@@ -79,4 +79,5 @@ def profile_add(*, commit: Commit, suite: Suite, tag: str) -> RunProfile:
         trace_name=f"{tag}_trace.json.gz",
         trace_bytes=len(raw),
         summary=trace_summarise(raw=raw).to_json(),
+        server_metrics={"prompt_tokens": 512.0},
     )

@@ -26,6 +26,7 @@ def test_the_profile_api_answers_parent_culprit_and_ops_by_size_of_change() -> N
     assert answer.status_code == 200
     body = answer.json()
     assert (body["base"], body["head"]) == (world.parent.sha, world.culprit.sha)
+    assert body["server_metrics"] == {"base": {"prompt_tokens": 512.0}, "head": {"prompt_tokens": 512.0}}
     ops = body["ops"]
     assert ops and all(set(op) >= OP_KEYS for op in ops)
     sizes = [abs(op["delta_ms"]) for op in ops]
