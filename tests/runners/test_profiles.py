@@ -106,3 +106,38 @@ def test_the_plain_json_of_a_trace_reads_as_its_gzip_does() -> None:
 def test_what_is_no_trace_is_refused(raw) -> None:
     with pytest.raises(TraceUnreadable):
         trace_summarise(raw=raw)
+
+
+DEMO_TRACES = Path(__file__).resolve().parents[2] / "dashboard" / "regressions" / "demo_traces"
+
+
+def test_a_real_vllm_cpu_trace_reads_as_vllms_own_key_averages_table() -> None:
+    from tests.runners.test_profiling_e2e import _vllm_table
+
+    summary = trace_summarise(raw=(DEMO_TRACES / "vllm-cpu-eager.pt.trace.json.gz").read_bytes())
+    table = _vllm_table(DEMO_TRACES / "vllm-cpu-eager.profiler_out.txt")
+    checked = [name for name in table if name.startswith(("aten::", "_C::", "vllm::")) and "..." not in name]
+    assert len(checked) >= 10
+    for name in checked:
+        op = summary.op(name=name, device=DEVICE_CPU)
+        self_ms, total_ms, calls = table[name]
+        assert op is not None and op.calls == calls, name
+        assert op.self_ms == pytest.approx(self_ms, rel=2e-3, abs=2e-3), name
+        assert op.total_ms == pytest.approx(total_ms, rel=2e-3, abs=2e-3), name
+    assert DEVICE_GPU not in summary.step_ms  # a CPU server: no device events
+
+
+def test_the_compiled_and_eager_vllm_cpu_traces_differ_where_torch_compile_fuses() -> None:
+    compiled = trace_summarise(raw=(DEMO_TRACES / "vllm-cpu-compiled.pt.trace.json.gz").read_bytes())
+    eager = trace_summarise(raw=(DEMO_TRACES / "vllm-cpu-eager.pt.trace.json.gz").read_bytes())
+
+    changes = {change.name: change for change in profile_diff(base=compiled, head=eager)}
+
+    for fused in ("aten::silu", "aten::mean", "aten::pow"):  # SiLU and RMSNorm, one by one in eager mode
+        assert changes[fused].base_calls == 0 < changes[fused].head_calls
+    assert (
+        changes["## Call CompiledFxGraph None ##"].head_calls
+        == 0
+        < changes["## Call CompiledFxGraph None ##"].base_calls
+    )
+    assert changes["_C::onednn_mm"].base_calls == changes["_C::onednn_mm"].head_calls > 0
