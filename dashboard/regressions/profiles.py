@@ -10,6 +10,7 @@ commit of the range whose parent is profiled too, and diffs the two.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -18,7 +19,7 @@ from dashboard.benchmarks.models import Commit, Run, RunKind, RunProfile, RunSta
 from dashboard.benchmarks.profiles import ProfileComparison, profile_compare, profile_latest
 from dashboard.benchmarks.runs import run_enqueue
 from dashboard.regressions.budget import suite_budget_use
-from dashboard.regressions.models import AlertGroup
+from dashboard.regressions.models import Alert, AlertGroup
 from runners.suites import InstallMethod
 
 logger = logging.getLogger(__name__)
@@ -38,14 +39,19 @@ def commit_parent(*, commit: Commit) -> Commit | None:
 
 
 def _group_scopes(group: AlertGroup) -> list[tuple[Suite, str]]:
-    """The (suite, hardware class) pairs of the group's alerts whose suite declares a profiling stage."""
-    pairs = sorted(set(group.alerts.values_list("series__suite_id", "series__hardware_class")))
+    """The (suite, hardware class) pairs of the group's alerts whose suite declares a profiling stage; one
+    query when there is none (the group page asks on every view)."""
+    pairs = sorted(
+        set(
+            group.alerts.filter(series__suite__benchmark_settings__has_key="profiling").values_list(
+                "series__suite_id", "series__hardware_class"
+            )
+        )
+    )
+    if not pairs:
+        return []
     suites = Suite.objects.in_bulk([suite_id for suite_id, _ in pairs])
-    return [
-        (suites[suite_id], hardware_class)
-        for suite_id, hardware_class in pairs
-        if suites[suite_id].benchmark_settings.get("profiling")
-    ]
+    return [(suites[suite_id], hardware_class) for suite_id, hardware_class in pairs]
 
 
 def _release_version(*, commit: Commit, suite: Suite, hardware_class: str) -> str | None:
@@ -121,9 +127,27 @@ def group_profile_comparison(*, group_id: int) -> GroupProfile | None:
     """The diff of the newest profiled commit of the group's range whose parent is profiled too (same
     suite and hardware class); None while the group has no such pair."""
     group = AlertGroup.objects.select_related("base_commit", "head_commit").filter(pk=group_id).first()
-    if group is None or group.head_commit.position is None or group.base_commit.position is None:
+    return None if group is None else group_profile(group=group)
+
+
+def group_profile(*, group: AlertGroup, alerts: Sequence[Alert] | None = None) -> GroupProfile | None:
+    """As group_profile_comparison, for a group already read with its base and head commits (and, from the
+    group page, its alerts with their series and suites: then a group without profiles costs no query)."""
+    if group.head_commit.position is None or group.base_commit.position is None:
         return None
-    for suite, hardware_class in _group_scopes(group):
+    scopes = (
+        _group_scopes(group)
+        if alerts is None
+        else sorted(
+            {
+                (alert.series.suite, alert.series.hardware_class)
+                for alert in alerts
+                if alert.series.suite.benchmark_settings.get("profiling")
+            },
+            key=lambda scope: (scope[0].pk, scope[1]),
+        )
+    )
+    for suite, hardware_class in scopes:
         heads = (
             RunProfile.objects.filter(
                 run__suite=suite,

@@ -20,7 +20,7 @@ from dashboard.regressions.figures import alert_figure
 from dashboard.regressions.forms import AlertFilterForm, CommentForm, GroupTriageForm
 from dashboard.regressions.models import GroupKind, TriageStatus
 from dashboard.regressions.notifications import notification_retry
-from dashboard.regressions.profiles import group_profile_comparison
+from dashboard.regressions.profiles import group_profile
 from dashboard.regressions.triage import TriageChange, TriageRefused, group_comment_add, group_triage
 
 PAGE_SIZE = 25
@@ -91,7 +91,7 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
     charts = [
         (alert, reverse("regressions:alert-figure", args=[alert.pk])) for alert in detail.alerts[:MAX_CHARTS]
     ]
-    profile = group_profile_comparison(group_id=group.pk)
+    profile = group_profile(group=group, alerts=detail.alerts)
     return render(
         request,
         "regressions/alert_group.html",
