@@ -49,6 +49,7 @@ class ClaimedRun:
     version: str
     suite: Mapping[str, Any]
     heartbeat_s: float
+    profile: bool = False  # a profile run: the suite's profiling stage follows its levels
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ class RunnerApi:
             version=str(answer.get("version") or ""),
             suite=answer["suite"],
             heartbeat_s=float(answer["heartbeat_s"]),
+            profile=bool(answer.get("profile", False)),
         )
 
     def heartbeat(self, *, run_id: int, logs: Mapping[str, str]) -> None:
@@ -122,6 +124,28 @@ class RunnerApi:
         self._delivered(
             f"runs/{run_id}/complete/",
             {**evidence, "report": base64.b64encode(raw_report).decode()},
+        )
+
+    def profile(
+        self,
+        *,
+        run_id: int,
+        trace_gzip: bytes,
+        trace_name: str,
+        summary: Mapping[str, Any],
+        server_metrics: Mapping[str, float],
+        settings: Mapping[str, Any],
+    ) -> None:
+        """Hand over a held run's profile (before `complete`): its gzip'd trace and summary."""
+        self._delivered(
+            f"runs/{run_id}/profile/",
+            {
+                "trace": base64.b64encode(trace_gzip).decode(),
+                "trace_name": trace_name,
+                "summary": summary,
+                "server_metrics": server_metrics,
+                "settings": settings,
+            },
         )
 
     def fail(

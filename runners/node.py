@@ -87,6 +87,7 @@ def node_run_execute(*, api: RunnerApi, run_id: int, runner_name: str, work_root
             heartbeat=heartbeat,
             version=claimed.version or None,
             heartbeat_interval_s=claimed.heartbeat_s,
+            profile=claimed.profile,
         )
     except RunNotHeld:
         logger.info("run %s was cancelled or requeued: stopped", run_id)
@@ -104,5 +105,14 @@ def node_run_execute(*, api: RunnerApi, run_id: int, runner_name: str, work_root
             raw_report=error.raw_report,
         )
     api.stage(run_id=run_id, stage=STAGE_STORING)
+    if outcome.profile is not None:
+        api.profile(
+            run_id=run_id,
+            trace_gzip=outcome.profile.trace_gzip,
+            trace_name=outcome.profile.trace_name,
+            summary=outcome.profile.summary.to_json(),
+            server_metrics=dict(outcome.profile.metrics_delta),
+            settings=dict(outcome.profile.settings),
+        )
     api.complete(run_id=run_id, raw_report=outcome.raw_report, evidence=_evidence(outcome, work_dir))
     return "succeeded"

@@ -52,6 +52,7 @@ from runners.install import (
 )
 from runners.metrics import MetricsSnapshot, MetricsUnreadable
 from runners.process import command_run, log_tail
+from runners.profiling import ProfileOutcome, ProfilingFailed, profile_record, profiler_serve_options
 from runners.server import (
     error_line,
     failure_line,
@@ -68,6 +69,7 @@ from runners.stages import (
     LOG_SERVER,
     STAGE_BENCHMARKING,
     STAGE_INSTALLING,
+    STAGE_PROFILING,
     STAGE_STARTING_SERVER,
     log_path,
 )
@@ -104,6 +106,7 @@ class BenchmarkOutcome:
     commands: Mapping[str, tuple[str, ...]]
     warnings: tuple[str, ...] = ()
     accuracy: AccuracyResult | None = None
+    profile: ProfileOutcome | None = None
 
     @property
     def metrics_delta(self) -> dict[str, float]:
@@ -356,6 +359,7 @@ def benchmark_execute(
     wheel_commit_sha: str | None = None,
     heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S,
     cache_dir: Path | None = None,
+    profile: bool = False,
 ) -> BenchmarkOutcome:
     """Install vLLM at `commit_sha` (or the release `version`), serve it, benchmark it with the suite.
 
@@ -363,6 +367,9 @@ def benchmark_execute(
     is called every `heartbeat_interval_s` from another thread while the run works (if it raises, the
     run is stopped and that exception is raised once everything is torn down). Logs and the report are
     written under `work_dir`. Raises RunFailed(stage, reason, log_tail) on any failure.
+
+    `profile` (a profile run) starts the server with the torch profiler and, after the measured levels,
+    runs the suite's profiling stage ("profiling"); a profile that fails is a warning, not a failed run.
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     cache = cache_dir or cache_dir_resolve()
@@ -418,13 +425,24 @@ def benchmark_execute(
 
                 stages.enter(STAGE_STARTING_SERVER)
                 port = free_port_pick()
+                profiling = suite.benchmark.profiling if profile else None
+                if profile and profiling is None:
+                    warnings.append(
+                        f"a profile run of {suite.name}, which declares no profiling: not profiled"
+                    )
+                trace_dir = work_dir / "profile-traces"
+                profiler_args, profiler_env = (
+                    profiler_serve_options(profiling=profiling, trace_dir=trace_dir)
+                    if profiling
+                    else ((), {})
+                )
                 serve_argv = vllm_serve_argv(
                     vllm=server_env.executable(name="vllm"),
                     model=model,
-                    args=(*suite.serve.args, *model_args),
+                    args=(*suite.serve.args, *model_args, *profiler_args),
                     port=port,
                 )
-                serve_env = {**SERVER_BASE_ENV, **suite.serve.env}
+                serve_env = {**SERVER_BASE_ENV, **suite.serve.env, **profiler_env}
                 labels = {
                     "vllm_commit": commit_sha,
                     "suite": suite.name,
@@ -543,6 +561,22 @@ def benchmark_execute(
                             commands=commands,
                             cancel=cancel,
                         )
+                    profile_outcome = None
+                    if profiling is not None:
+                        stages.enter(STAGE_PROFILING)
+                        try:
+                            profile_outcome = profile_record(
+                                base_url=server.base_url,
+                                model=suite.serve.model,
+                                request_format=suite.benchmark.request_format,
+                                data=suite.benchmark.data,
+                                profiling=profiling,
+                                trace_dir=trace_dir,
+                                metrics=server.metrics,
+                                cancel=cancel,
+                            )
+                        except (ProfilingFailed, MetricsUnreadable, OSError) as exc:
+                            warnings.append(one_line(f"profiling: {exc}", limit=REASON_CHARS))
                 stages.close()
         except RunFailed as failure:
             if beat.error is not None:
@@ -565,4 +599,5 @@ def benchmark_execute(
         commands=commands,
         warnings=tuple(warnings),
         accuracy=accuracy,
+        profile=profile_outcome,
     )

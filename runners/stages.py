@@ -11,8 +11,15 @@ from pathlib import Path
 STAGE_INSTALLING = "installing"
 STAGE_STARTING_SERVER = "starting_server"
 STAGE_BENCHMARKING = "benchmarking"
+STAGE_PROFILING = "profiling"  # profile runs only: after the measured levels, never part of them
 STAGE_STORING = "storing"
-PIPELINE_STAGES = (STAGE_INSTALLING, STAGE_STARTING_SERVER, STAGE_BENCHMARKING, STAGE_STORING)
+PIPELINE_STAGES = (
+    STAGE_INSTALLING,
+    STAGE_STARTING_SERVER,
+    STAGE_BENCHMARKING,
+    STAGE_PROFILING,
+    STAGE_STORING,
+)
 
 LOG_INSTALL = "install"
 LOG_SERVER = "server"

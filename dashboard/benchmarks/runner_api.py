@@ -17,7 +17,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_POST
 from pydantic import ValidationError
 
-from dashboard.benchmarks import runs, services
+from dashboard.benchmarks import profiles, runs, services
 from dashboard.benchmarks.bodies import (
     AccuracyBody,
     ClaimBody,
@@ -25,10 +25,11 @@ from dashboard.benchmarks.bodies import (
     FailBody,
     HeartbeatBody,
     PresenceBody,
+    ProfileBody,
     StageBody,
     report_decoded,
 )
-from dashboard.benchmarks.models import Run, Runner, RunStatus
+from dashboard.benchmarks.models import Run, RunKind, Runner, RunStatus
 from dashboard.benchmarks.suites import suite_spec
 from dashboard.edges import Body, BodyInvalid, json_body_parse
 from dashboard.tokens.auth import token_required
@@ -36,6 +37,7 @@ from dashboard.tokens.models import ApiToken
 from dashboard.tokens.scopes import TokenForbidden, TokenKind
 from runners.accuracy import AccuracyResult
 from runners.guidellm_report import ReportInvalid, report_parse
+from runners.profiles import ProfileSummary, TraceUnreadable
 from runners.text import one_line
 
 
@@ -135,6 +137,7 @@ def run_claim(request: HttpRequest, run_id: int, *, token: ApiToken, body: Claim
             "suite": spec,
             "lease_s": settings.PERFWATCH_RUN_LEASE_S,
             "heartbeat_s": settings.PERFWATCH_HEARTBEAT_S,
+            "profile": run.kind == RunKind.PROFILE,
         }
     )
 
@@ -195,6 +198,28 @@ def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: Co
         ),
     )
     return JsonResponse({"run": run_id, "status": RunStatus.SUCCEEDED})
+
+
+@_runner_endpoint(ProfileBody)
+def run_profile(request: HttpRequest, run_id: int, *, token: ApiToken, body: ProfileBody) -> JsonResponse:
+    """Store a held profile run's trace (base64 of its gzip) and summary; sent again, it replaces them."""
+    runner = _runner(token)
+    if runner is None:
+        return _not_held(run_id, token)
+    try:
+        summary = ProfileSummary.from_json(body.summary)
+    except TraceUnreadable as error:
+        raise BodyInvalid(f"summary: {error}", field="summary") from None
+    profiles.profile_store(
+        run_id=run_id,
+        runner=runner,
+        trace_gzip=body.trace_gzip(),
+        trace_name=body.trace_name,
+        summary=summary,
+        server_metrics=dict(body.server_metrics),
+        settings=body.settings,
+    )
+    return JsonResponse({"run": run_id, "profile": True})
 
 
 @_runner_endpoint(FailBody)

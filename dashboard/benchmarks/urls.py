@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.benchmarks import api, runner_api
+from dashboard.benchmarks import api, profile_views, runner_api
 
 urlpatterns = [
     path("runs/", api.runs_create, name="api-runs-create"),
@@ -11,4 +11,6 @@ urlpatterns = [
     path("runner/runs/<id:run_id>/stage/", runner_api.run_stage, name="api-runner-stage"),
     path("runner/runs/<id:run_id>/complete/", runner_api.run_complete, name="api-runner-complete"),
     path("runner/runs/<id:run_id>/fail/", runner_api.run_fail, name="api-runner-fail"),
+    path("runner/runs/<id:run_id>/profile/", runner_api.run_profile, name="api-runner-profile"),
+    path("runs/<id:run_id>/profile/trace/", profile_views.run_profile_trace, name="run-profile-trace"),
 ]

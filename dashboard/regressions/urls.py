@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard.regressions import api, views
+from dashboard.regressions import api, profile_api, views
 
 app_name = "regressions"
 
@@ -18,5 +18,8 @@ urlpatterns = [
         name="notification-resend",
     ),
     path("api/alerts/", api.alerts_list, name="api-alerts"),
+    path(
+        "api/alerts/<id:group_id>/profile/", profile_api.alert_group_profile, name="api-alert-group-profile"
+    ),
     path("api/alerts/<id:alert_id>/figure/", views.alert_figure_json, name="alert-figure"),
 ]

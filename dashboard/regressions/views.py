@@ -20,6 +20,7 @@ from dashboard.regressions.figures import alert_figure
 from dashboard.regressions.forms import AlertFilterForm, CommentForm, GroupTriageForm
 from dashboard.regressions.models import GroupKind, TriageStatus
 from dashboard.regressions.notifications import notification_retry
+from dashboard.regressions.sheriff.profiles import group_profile
 from dashboard.regressions.triage import TriageChange, TriageRefused, group_comment_add, group_triage
 
 PAGE_SIZE = 25
@@ -36,6 +37,8 @@ STATUS_KEYS = (
 )
 FEED_SIZE = 50
 MAX_CHARTS = 12
+# "What got slower" lists the ops of largest change; the API has them all.
+PROFILE_ROWS = 15
 
 
 def _commit_url(sha: str) -> str:
@@ -88,6 +91,7 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
     charts = [
         (alert, reverse("regressions:alert-figure", args=[alert.pk])) for alert in detail.alerts[:MAX_CHARTS]
     ]
+    profile = group_profile(group=group, alerts=detail.alerts)
     return render(
         request,
         "regressions/alert_group.html",
@@ -107,6 +111,8 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
             "related": selectors.alert_groups_related(group=group, commits=detail.commits),
             "compare_suite": detail.alerts[0].series.suite.name if detail.alerts else "",
             "compare_hardware": detail.alerts[0].series.hardware_class if detail.alerts else "",
+            "profile": profile,
+            "profile_rows": profile.comparison.rows(limit=PROFILE_ROWS) if profile else [],
         },
     )
 

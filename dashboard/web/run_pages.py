@@ -11,7 +11,7 @@ from typing import Any
 from django.http import QueryDict
 from django.utils.http import urlencode
 
-from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Run, RunStatus
+from dashboard.benchmarks.models import ACTIVE_RUN_STATUSES, Run, RunKind, RunStatus
 from dashboard.benchmarks.run_selectors import RUN_VIEWS, RunnerOverview
 from dashboard.benchmarks.runs import run_cancellable, run_retryable
 from dashboard.web.filters import FilterInvalid
@@ -20,8 +20,16 @@ STAGES: tuple[str, ...] = (
     RunStatus.INSTALLING,
     RunStatus.STARTING_SERVER,
     RunStatus.BENCHMARKING,
+    RunStatus.PROFILING,
     RunStatus.STORING,
 )
+
+
+def _stages(run: Run) -> tuple[str, ...]:
+    # Only a profile run has a profiling stage; every other run would show it as never reached.
+    return STAGES if run.kind == RunKind.PROFILE else tuple(s for s in STAGES if s != RunStatus.PROFILING)
+
+
 # A stage so short it would be invisible still gets a sliver of bar.
 MIN_BAR_PCT = 0.6
 
@@ -104,18 +112,19 @@ class StageBar:
 def run_stage_bars(*, run: Run, now: datetime) -> list[StageBar]:
     """The stages a run went through, in order, with their share of its time; the stage it is in now
     counts up to `now`, and a failed run's last stage is where it failed. Empty when no stage was timed."""
-    seconds = {stage: float(run.stage_durations[stage]) for stage in STAGES if stage in run.stage_durations}
+    stages = _stages(run)
+    seconds = {stage: float(run.stage_durations[stage]) for stage in stages if stage in run.stage_durations}
     current = run.status if run.status in ACTIVE_RUN_STATUSES else None
     if current and run.stage_started_at:
         seconds[current] = max(0.0, (now - run.stage_started_at).total_seconds())
     if not seconds:
         return []
     missing = "not_recorded" if run.status == RunStatus.SUCCEEDED else "not_reached"
-    reached = [stage for stage in STAGES if stage in seconds]
+    reached = [stage for stage in stages if stage in seconds]
     failed = reached[-1] if run.status == RunStatus.FAILED and reached else None
     total = sum(seconds.values()) or 1.0
     bars, offset = [], 0.0
-    for stage in STAGES:
+    for stage in stages:
         label = RunStatus(stage).label.capitalize()
         if stage not in seconds:
             bars.append(StageBar(stage, label, missing, "–", offset, 0.0))
@@ -306,6 +315,7 @@ _STAGE_LOGS: dict[str, str] = {
     RunStatus.INSTALLING: "install",
     RunStatus.STARTING_SERVER: "server",
     RunStatus.BENCHMARKING: "guidellm",
+    RunStatus.PROFILING: "server",
 }
 _COMMAND_LABELS = {
     "install_vllm": "Install vLLM",

@@ -13,7 +13,7 @@ from dashboard.benchmarks.models import Run, RunKind, RunStatus, Suite
 
 # A run of unknown length is budgeted at this many hours per GPU.
 DEFAULT_RUN_HOURS = 0.5
-EXTRA_KINDS: tuple[str, ...] = (RunKind.VERIFICATION, RunKind.BISECTION)
+EXTRA_KINDS: tuple[str, ...] = (RunKind.VERIFICATION, RunKind.BISECTION, RunKind.PROFILE)
 
 
 @dataclass(frozen=True)

