@@ -331,7 +331,8 @@ def group_search(*, group_id: int) -> SearchStep:
                 group=group, parent=parent, culprit=culprit, probability=probabilities[best]
             ):
                 remainder = (group, commits, parent, culprit, pairs)
-        elif search["runs_queued"] >= cap:
+        elif search["runs_queued"] >= cap and not any(pair.searching for pair in pairs):
+            # Spent, and the last of its runs is in.
             search["stopped"] = "cap"
             _evidence_save(group, search)
             TriageEvent.objects.create(
