@@ -18,10 +18,9 @@ TRACE = (PROFILES / "gpu_head_trace.json.gz").read_bytes()
 
 
 @pytest.fixture
-def profile_run(monkeypatch) -> Run:
+def profile_run(dispatched) -> Run:
     from django.core.management import call_command
 
-    monkeypatch.setattr(run_lifecycle, "_dispatch", lambda run: None)
     call_command("load_suites")
     suite = Suite.objects.get(name="tiny-llama-cpu")
     return run_lifecycle.run_enqueue(

@@ -7,7 +7,6 @@ import gzip
 import pytest
 from django.test import Client
 
-from dashboard.benchmarks import runs as run_lifecycle
 from dashboard.benchmarks.models import Run, RunKind, RunStatus
 from dashboard.regressions.sheriff.profiles import group_profile_comparison, profiles_request
 from tests.regressions.profile_world import PROFILES, profiled_group_create
@@ -63,8 +62,8 @@ def test_both_traces_download_as_stored_for_perfetto() -> None:
 
 
 @pytest.fixture
-def no_dispatch(monkeypatch) -> None:
-    monkeypatch.setattr(run_lifecycle, "_dispatch", lambda run: None)
+def no_dispatch(dispatched) -> None:
+    """Runs are queued for a node that is not here."""
 
 
 def test_a_found_culprit_queues_profile_runs_of_it_and_its_parent_once(no_dispatch) -> None:

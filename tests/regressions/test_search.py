@@ -11,12 +11,12 @@ from typing import cast
 
 import pytest
 
-from dashboard.benchmarks import runs
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState
 from dashboard.regressions.sheriff.search import group_search
 from dashboard.regressions.sheriff.settle import groups_search
 from dashboard.regressions.sheriff.verdicts import group_judge, group_verify
+from tests.conftest import DispatchLog
 from tests.factories import CommitFactory, run_with_values
 from tests.regressions.conftest import suite_create
 from tests.regressions.test_alerts import THROUGHPUT
@@ -29,11 +29,9 @@ BASE, HEAD = 29, 37  # the confirmed range (29, 37]: eight candidate culprits
 
 
 @pytest.fixture(autouse=True)
-def dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def dispatched(dispatched: DispatchLog) -> list[int]:
     """The runs whose message would go out to a GPU node (there is none here)."""
-    sent: list[int] = []
-    monkeypatch.setattr(runs, "_dispatch", lambda run: sent.append(run.pk))
-    return sent
+    return dispatched.runs
 
 
 class World:

@@ -57,6 +57,7 @@ from dashboard.regressions.sheriff.posterior import (
     prior_weights,
     projection_fit,
 )
+from dashboard.regressions.sheriff.profiles import profiles_request
 
 logger = logging.getLogger(__name__)
 
@@ -358,6 +359,9 @@ def group_search(*, group_id: int) -> SearchStep:
             search["posterior"] = _posterior_rows(commits, probabilities, pairs)
             _evidence_save(group, search)
     opened = _remainder_open(*remainder) if remainder is not None else []
+    if remainder is not None:
+        # Which ops got slower: the culprit and its parent profiled, where the suite declares profiling.
+        profiles_request(group_id=group_id, culprit_sha=remainder[3].sha)
     if queued:
         logger.info("group %s: search queued runs %s", group_id, [run.pk for run in queued])
     return SearchStep(queued=queued, opened=opened)
