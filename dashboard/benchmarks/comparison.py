@@ -18,7 +18,7 @@ from dashboard.benchmarks.models import (
 )
 from dashboard.benchmarks.selectors import commit_get, series_noise
 from dashboard.benchmarks.statistics import ChangeEstimate, NoiseEstimate, change_estimate
-from dashboard.benchmarks.thresholds import threshold_resolve, thresholds_for_suite
+from dashboard.benchmarks.thresholds import threshold_resolve, thresholds_for_suites
 
 # The columns of DESIGN.md's table first (throughput, mean latency, mean TTFT), then ITL and TPOT.
 _DESIGN_COLUMNS = ("output_throughput_tok_s", "latency_s_mean", "ttft_ms_mean")
@@ -99,11 +99,11 @@ class ScopeStatistics:
 
 
 def scope_statistics(*, suite: Suite, hardware_class: str) -> ScopeStatistics:
-    """Four queries."""
+    """Three queries."""
     return ScopeStatistics(
         noise=series_noise(suite_id=suite.pk, hardware_class=hardware_class),
         suite_id=suite.pk,
-        settings=tuple(thresholds_for_suite(suite.pk)),
+        settings=tuple(thresholds_for_suites([suite])[suite.pk]),
     )
 
 

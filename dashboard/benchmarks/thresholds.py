@@ -51,18 +51,19 @@ def threshold_resolve(*, metric: str, suite_id: int, rows: Iterable[DetectionSet
 def thresholds_for_suite(suite_id: int) -> list[DetectionSetting]:
     """The detection settings of a suite: its rows and the every-suite rows, then what the suite file
     declares (an accuracy task's tolerance), which a row of the same prefix overrides."""
-    return thresholds_for_suites([suite_id])[suite_id]
+    return thresholds_for_suites(Suite.objects.filter(pk=suite_id)).get(suite_id, [])
 
 
-def thresholds_for_suites(suite_ids: Iterable[int]) -> dict[int, list[DetectionSetting]]:
-    """:func:`thresholds_for_suite` of many suites, in two queries."""
-    suite_ids = sorted(set(suite_ids))
-    rows = list(DetectionSetting.objects.filter(Q(suite_id__in=suite_ids) | Q(suite__isnull=True)))
-    declared = dict(Suite.objects.filter(pk__in=suite_ids).values_list("pk", "benchmark_settings"))
+def thresholds_for_suites(suites: Iterable[Suite]) -> dict[int, list[DetectionSetting]]:
+    """:func:`thresholds_for_suite` of suites already read, in one query."""
+    declared = {suite.pk: suite.benchmark_settings for suite in suites}
+    if not declared:
+        return {}
+    rows = list(DetectionSetting.objects.filter(Q(suite_id__in=sorted(declared)) | Q(suite__isnull=True)))
     found: dict[int, list[DetectionSetting]] = {}
-    for suite_id in suite_ids:
+    for suite_id, benchmark_settings in declared.items():
         own = [row for row in rows if row.suite_id in (None, suite_id)]
-        accuracy = (declared.get(suite_id) or {}).get("accuracy")
+        accuracy = (benchmark_settings or {}).get("accuracy")
         if accuracy and accuracy.get("tolerance"):
             # Unsaved, and after the rows: threshold_resolve keeps the first of equally specific settings.
             own.append(

@@ -181,7 +181,7 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
         scopes=[(suites[suite].pk, hardware_class) for suite, hardware_class in measured],
         metrics=HEADLINE_METRICS,
     )
-    detection_settings = thresholds_for_suites(suites[suite].pk for suite, _ in measured)
+    detection_settings = thresholds_for_suites(suites[suite] for suite, _ in measured)
     statistics = {
         (suite, hardware_class): ScopeStatistics(
             noise=noises.get((suites[suite].pk, hardware_class), {}),
@@ -356,7 +356,7 @@ def commit_changes(*, commit: Commit) -> list[CommitChanges]:
     ):
         samples[(commit_id, suite_id, hardware_class)][(concurrency, metric)].append(value)
     noises = series_noises(scopes=compared, metrics=HEADLINE_METRICS)
-    detection_settings = thresholds_for_suites(suite_id for suite_id, _ in compared)
+    detection_settings = thresholds_for_suites(suites.values())
     found = []
     for suite_id, hardware_class in compared:
         previous = previous_commits[previous_positions[(suite_id, hardware_class)]]
