@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from dashboard.benchmarks.models import metric_min_relative_change
 from dashboard.benchmarks.subjects import ChangeClass, change_class_from_paths
+from dashboard.benchmarks.thresholds import threshold_resolve
 
 Key = tuple[int, str]  # (concurrency, metric)
 
@@ -363,7 +363,7 @@ def _new_step(
     probe = _shape(rng=random.Random(0), kind=kind, magnitude=1.0)
     key = _main_key(probe)
     # Never below the metric's minimum change: a smaller step is not one the product should report.
-    floor = math.log(1 + metric_min_relative_change(key[1]) * 1.05)
+    floor = math.log(1 + threshold_resolve(metric=key[1], suite_id=0, rows=()).min_relative_change * 1.05)
     size = max(multiple * model.noise[key], floor)
     moves = _shape(rng=rng, kind=kind, magnitude=sign * size / abs(math.log(probe[key])))
     main = _main_key(moves)

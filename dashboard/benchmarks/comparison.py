@@ -11,13 +11,14 @@ from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     Commit,
+    DetectionSetting,
     Measurement,
     RunStatus,
     Suite,
-    metric_min_relative_change,
 )
 from dashboard.benchmarks.selectors import commit_get, series_noise
 from dashboard.benchmarks.statistics import ChangeEstimate, NoiseEstimate, change_estimate
+from dashboard.benchmarks.thresholds import threshold_resolve, thresholds_for_suites
 
 # The columns of DESIGN.md's table first (throughput, mean latency, mean TTFT), then ITL and TPOT.
 _DESIGN_COLUMNS = ("output_throughput_tok_s", "latency_s_mean", "ttft_ms_mean")
@@ -77,9 +78,12 @@ def commit_suite_runs(
 @dataclass(frozen=True)
 class ScopeStatistics:
     """What judging a change on one suite and hardware class needs: each series' run-to-run noise, keyed
-    (concurrency, metric); each metric's minimum relative change comes with the metric."""
+    (concurrency, metric), and the suite's detection settings: a change matters on a page exactly when it
+    would for detection (`thresholds.threshold_resolve`)."""
 
     noise: dict[tuple[int, str], NoiseEstimate]
+    suite_id: int = 0
+    settings: tuple[DetectionSetting, ...] = ()
 
     def change(
         self, *, concurrency: int, metric: str, before: Sequence[float], after: Sequence[float]
@@ -88,13 +92,19 @@ class ScopeStatistics:
             before=before,
             after=after,
             noise=self.noise.get((concurrency, metric)),
-            min_relative_change=metric_min_relative_change(metric),
+            min_relative_change=threshold_resolve(
+                metric=metric, suite_id=self.suite_id, rows=self.settings
+            ).min_relative_change,
         )
 
 
 def scope_statistics(*, suite: Suite, hardware_class: str) -> ScopeStatistics:
-    """Two queries."""
-    return ScopeStatistics(noise=series_noise(suite_id=suite.pk, hardware_class=hardware_class))
+    """Three queries."""
+    return ScopeStatistics(
+        noise=series_noise(suite_id=suite.pk, hardware_class=hardware_class),
+        suite_id=suite.pk,
+        settings=tuple(thresholds_for_suites([suite])[suite.pk]),
+    )
 
 
 def comparison_get(

@@ -31,8 +31,9 @@ HEADLINE_METRICS: tuple[str, ...] = (
 
 
 # Built-in minimum relative changes by metric prefix; None leaves the metric out of detection. A
-# detection setting overrides them there. guidellm's request counts follow from latency and the run's
-# length, and an errored request is the run's business, not a performance change.
+# DetectionSetting row overrides them, for detection and pages alike (`thresholds.threshold_resolve`).
+# guidellm's request counts follow from latency and the run's length, and an errored request is the
+# run's business, not a performance change.
 MIN_RELATIVE_CHANGES: tuple[tuple[str, float | None], ...] = (
     ("output_throughput", 0.02),
     ("request_throughput", 0.02),
@@ -43,14 +44,6 @@ MIN_RELATIVE_CHANGES: tuple[tuple[str, float | None], ...] = (
     ("requests_", None),
 )
 FALLBACK_MIN_RELATIVE_CHANGE = 0.03
-
-
-def metric_min_relative_change(metric: str) -> float:
-    """The smallest relative change of `metric` that matters (a fraction), by the built-in defaults."""
-    for prefix, change in MIN_RELATIVE_CHANGES:
-        if metric.startswith(prefix):
-            return change or 0.0
-    return FALLBACK_MIN_RELATIVE_CHANGE
 
 
 class Repository(models.Model):
@@ -485,3 +478,45 @@ class RunProfile(models.Model):
 
     def __str__(self) -> str:
         return f"profile of run {self.run_id}"
+
+
+class DetectionSetting(models.Model):
+    """How large a change must be before it is an alert, per suite (or every suite) and metric prefix.
+
+    The most specific row wins: a suite's own row over an every-suite row, a longer prefix over a shorter
+    one. Without any row the built-in MIN_RELATIVE_CHANGES apply (`thresholds.threshold_resolve`, used by
+    detection and compare alike).
+    """
+
+    suite = models.ForeignKey(
+        Suite, on_delete=models.CASCADE, null=True, blank=True, help_text="Empty: every suite"
+    )
+    metric_prefix = models.CharField(
+        max_length=50, blank=True, help_text="e.g. ttft_ms (every TTFT statistic) or ttft_ms_p99; empty: all"
+    )
+    min_relative_change = models.FloatField(help_text="Fraction: 0.02 is 2 %")
+    p_threshold = models.FloatField(default=1e-4)
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        # The table keeps the name it was created with in the regressions app.
+        db_table = "regressions_detectionsetting"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["suite", "metric_prefix"],
+                condition=Q(suite__isnull=False),
+                name="detection_setting_unique_suite",
+            ),
+            models.UniqueConstraint(
+                fields=["metric_prefix"],
+                condition=Q(suite__isnull=True),
+                name="detection_setting_unique_global",
+            ),
+            models.CheckConstraint(
+                condition=Q(min_relative_change__gte=0) & Q(p_threshold__gt=0) & Q(p_threshold__lt=1),
+                name="detection_setting_sane_thresholds",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite or 'every suite'} {self.metric_prefix or 'every metric'}"

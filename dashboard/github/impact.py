@@ -25,6 +25,7 @@ from dashboard.benchmarks.models import (
 from dashboard.benchmarks.selectors import scopes_condition, series_noises
 from dashboard.benchmarks.statistics import ChangeEstimate
 from dashboard.benchmarks.subjects import ChangeClass
+from dashboard.benchmarks.thresholds import thresholds_for_suites
 from dashboard.github.models import PullRequest
 
 # Commits of this class cannot change serving performance, so they do not make a PR's range ambiguous.
@@ -180,8 +181,13 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
         scopes=[(suites[suite].pk, hardware_class) for suite, hardware_class in measured],
         metrics=HEADLINE_METRICS,
     )
+    detection_settings = thresholds_for_suites(suites[suite] for suite, _ in measured)
     statistics = {
-        (suite, hardware_class): ScopeStatistics(noise=noises.get((suites[suite].pk, hardware_class), {}))
+        (suite, hardware_class): ScopeStatistics(
+            noise=noises.get((suites[suite].pk, hardware_class), {}),
+            suite_id=suites[suite].pk,
+            settings=tuple(detection_settings[suites[suite].pk]),
+        )
         for suite, hardware_class in measured
     }
     for pull in placed:
@@ -350,12 +356,17 @@ def commit_changes(*, commit: Commit) -> list[CommitChanges]:
     ):
         samples[(commit_id, suite_id, hardware_class)][(concurrency, metric)].append(value)
     noises = series_noises(scopes=compared, metrics=HEADLINE_METRICS)
+    detection_settings = thresholds_for_suites(suites.values())
     found = []
     for suite_id, hardware_class in compared:
         previous = previous_commits[previous_positions[(suite_id, hardware_class)]]
         before = samples[(previous.pk, suite_id, hardware_class)]
         after = samples[(commit.pk, suite_id, hardware_class)]
-        statistics = ScopeStatistics(noise=noises.get((suite_id, hardware_class), {}))
+        statistics = ScopeStatistics(
+            noise=noises.get((suite_id, hardware_class), {}),
+            suite_id=suite_id,
+            settings=tuple(detection_settings[suite_id]),
+        )
         found.append(
             CommitChanges(
                 suite=suites[suite_id].name,

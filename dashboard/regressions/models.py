@@ -6,10 +6,12 @@ from typing import ClassVar
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from dashboard.benchmarks.models import Commit, Series, Suite
+from dashboard.benchmarks.models import Commit, DetectionSetting, Series
+
+__all__ = ["DetectionSetting"]  # moved to benchmarks: compare judges changes by it as detection does
 
 
 class TriageStatus(models.TextChoices):
@@ -51,45 +53,6 @@ class GroupState(models.TextChoices):
     SUSPECTED = "suspected"
     CONFIRMED = "confirmed"
     DISMISSED = "dismissed"
-
-
-class DetectionSetting(models.Model):
-    """How large a change must be before it is an alert, per suite (or every suite) and metric prefix.
-
-    The most specific row wins: a suite's own row over an every-suite row, a longer prefix over a shorter
-    one. Without any row the built-in defaults of `services.DEFAULT_THRESHOLDS` apply.
-    """
-
-    suite = models.ForeignKey(
-        Suite, on_delete=models.CASCADE, null=True, blank=True, help_text="Empty: every suite"
-    )
-    metric_prefix = models.CharField(
-        max_length=50, blank=True, help_text="e.g. ttft_ms (every TTFT statistic) or ttft_ms_p99; empty: all"
-    )
-    min_relative_change = models.FloatField(help_text="Fraction: 0.02 is 2 %")
-    p_threshold = models.FloatField(default=1e-4)
-    enabled = models.BooleanField(default=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["suite", "metric_prefix"],
-                condition=Q(suite__isnull=False),
-                name="detection_setting_unique_suite",
-            ),
-            models.UniqueConstraint(
-                fields=["metric_prefix"],
-                condition=Q(suite__isnull=True),
-                name="detection_setting_unique_global",
-            ),
-            models.CheckConstraint(
-                condition=Q(min_relative_change__gte=0) & Q(p_threshold__gt=0) & Q(p_threshold__lt=1),
-                name="detection_setting_sane_thresholds",
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.suite or 'every suite'} {self.metric_prefix or 'every metric'}"
 
 
 class AlertGroupQuerySet(QuerySet["AlertGroup"]):

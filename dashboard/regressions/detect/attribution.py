@@ -158,6 +158,7 @@ class _Prepared:
     weights: FloatArray
     sigma: float
     scales: FloatArray  # the noise of the stretch around each point (NaN where absent)
+    interval_scales: FloatArray  # the same, unbiased: what a change's interval is judged on
     relative: bool  # scales are fractions of the value (log space)
     noise: NoiseEstimate | None  # measured from repeats, when given: then the one scale of every point
     usable: BoolArray  # present and not an outlier
@@ -177,14 +178,17 @@ class _Prepared:
         signal[present] = np.log(values[present]) if relative else values[present]
         noise = history.noise
         scales = np.full(values.size, np.nan)
+        interval_scales = np.full(values.size, np.nan)
         if noise is not None and noise.relative == relative and noise.sigma > 0.0:
-            scales[present] = noise.sigma
+            scales[present] = interval_scales[present] = noise.sigma
         else:
             noise = None
             # Local: a stretch of doubled noise is judged on its own noise, a quiet one on its own.
-            local = local_scales(signal[present])
             overall = noise_from_values(values[present]).sigma
+            local = local_scales(signal[present])
             scales[present] = np.where(local > 0.0, local, overall)
+            unbiased = local_scales(signal[present], unbiased=True)
+            interval_scales[present] = np.where(unbiased > 0.0, unbiased, overall)
         sigma = float(np.nanmedian(scales)) if present.any() else 0.0
         return cls(
             history=history,
@@ -193,6 +197,7 @@ class _Prepared:
             weights=weights,
             sigma=sigma if np.isfinite(sigma) else 0.0,
             scales=scales,
+            interval_scales=interval_scales,
             relative=relative,
             noise=noise,
             usable=present.copy(),
@@ -372,7 +377,9 @@ def _series_change(*, item: _Prepared, first: int, last: int, low: int, high: in
         # The local noise of the points compared, not one number for the window: honest where it changes.
         noise=item.noise
         or noise_of_sides(
-            before=item.scales[before_points], after=item.scales[after_points], relative=item.relative
+            before=item.interval_scales[before_points],
+            after=item.interval_scales[after_points],
+            relative=item.relative,
         ),
         min_relative_change=item.history.min_relative_change,
     )

@@ -7,7 +7,7 @@ The method is the one that measured best in shared/notes/change-points.md:
 2. a noise scale for every point from the first differences around it (``statistics.local_scales``:
    their median absolute deviation, blind to level shifts; local, so a stretch of doubled noise is
    judged on its own noise and a quiet one on its own), and a Hampel filter that replaces isolated
-   outliers by the median of each point and its two neighbours;
+   outliers (not three or more in a row: an excursion) by a rolling median;
 3. seeded binary segmentation (Kovács, Li, Bühlmann & Munk 2020): CUSUM statistics over a deterministic
    set of intervals, narrowest-over-threshold selection (Baranowski, Chen & Fryzlewicz 2019); each point
    weighs by its inverse noise variance, the CUSUM of heteroscedastic data;
@@ -40,9 +40,7 @@ FloatArray = npt.NDArray[np.float64]
 Positions = npt.NDArray[np.int64] | np.int64
 
 MIN_SEGMENT = 3
-# One point on each side: only an isolated outlier is replaced; a short excursion (a change reverted a
-# few commits later) keeps its points, since the median of seven would hide three of them.
-HAMPEL_HALF_WINDOW = 1
+HAMPEL_HALF_WINDOW = 3
 HAMPEL_SIGMAS = 5.0
 THRESHOLD_FACTOR = 1.3
 MAX_AUTOCORRELATION = 0.9
@@ -158,16 +156,24 @@ def change_point_kind(*, change: ChangePoint, higher_is_better: bool) -> Literal
 
 
 def _hampel(*, signal: FloatArray, sigma: FloatArray) -> FloatArray:
-    """Replace points further than HAMPEL_SIGMAS·σ from their rolling median by that median."""
-    windows = np.lib.stride_tricks.sliding_window_view(signal, 2 * HAMPEL_HALF_WINDOW + 1)
+    """Replace points further than HAMPEL_SIGMAS·σ from their rolling median by that median, unless they
+    are MIN_SEGMENT or more in a row on the same side: that is a short excursion (a change reverted a
+    few commits later), a level of its own, not outliers."""
+    # Reflecting at the ends keeps an outlier at position 0 from filling most of its own window.
+    padded = np.pad(signal, HAMPEL_HALF_WINDOW, mode="reflect")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * HAMPEL_HALF_WINDOW + 1)
     # The middle of each sorted odd-sized window is exactly what np.median returns, without its overhead.
-    centred = np.sort(windows, axis=1)[:, HAMPEL_HALF_WINDOW]
-    # A point near an end takes the first (last) full window: a reflected one would let an outlier next
-    # to the end fill most of the end point's window and replace the end point instead.
-    medians = np.concatenate(
-        (np.repeat(centred[:1], HAMPEL_HALF_WINDOW), centred, np.repeat(centred[-1:], HAMPEL_HALF_WINDOW))
-    )
-    outliers = np.abs(signal - medians) > HAMPEL_SIGMAS * sigma
+    medians = np.sort(windows, axis=1)[:, HAMPEL_HALF_WINDOW]
+    deviation = np.abs(signal - medians)
+    outliers = deviation > HAMPEL_SIGMAS * sigma
+    # An excursion's points are all well off the median on one side, if not every one of them 5 σ.
+    side = np.sign(signal - medians) * (deviation > HAMPEL_SIGMAS * sigma / 2.0)
+    if outliers.any():
+        # Runs of equal sides: where a run starts, and how long it is.
+        starts = np.flatnonzero(np.r_[True, side[1:] != side[:-1]])
+        lengths = np.diff(np.r_[starts, side.size])
+        excursion = np.repeat((lengths >= MIN_SEGMENT) & (side[starts] != 0), lengths)
+        outliers &= ~excursion
     return np.where(outliers, medians, signal)
 
 
