@@ -19,20 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dashboard.benchmarks.direction import metric_higher_is_better
+from dashboard.benchmarks.thresholds import threshold_resolve
 from dashboard.regressions.detect.attribution import SeriesHistory, changes_locate
 from dashboard.regressions.detect.detector import change_points_detect
 
 CONCURRENCIES = (1, 4, 16)
-# metric -> whether higher values are better
-METRICS = {
-    "output_throughput_tok_s": True,
-    "ttft_ms_mean": False,
-    "itl_ms_mean": False,
-    "tpot_ms_mean": False,
-    "latency_s_mean": False,
-}
-MIN_RELATIVE_CHANGE = {"output_throughput_tok_s": 0.02}
-DEFAULT_MIN_RELATIVE_CHANGE = 0.03
+METRICS = ("output_throughput_tok_s", "ttft_ms_mean", "itl_ms_mean", "tpot_ms_mean", "latency_s_mean")
 MIN_STEP, MAX_STEP = 0.02, 0.30
 MIN_NOISE, MAX_NOISE = 0.01, 0.04
 SLOW_RUN_RATE = 0.02
@@ -120,7 +113,7 @@ def history_generate(*, seed: int, commits: int = 600) -> SuiteHistory:
     slow_size = rng.uniform(SLOW_RUN_MIN, SLOW_RUN_MAX, size=commits)
     histories = []
     for key in keys:
-        higher_is_better = METRICS[key.split("@")[0]]
+        higher_is_better = metric_higher_is_better(key.split("@")[0])
         slowdown = np.where(slow, 1.0 - slow_size if higher_is_better else 1.0 + slow_size, 1.0)
         values = levels[key] * slowdown * np.exp(noise[key] * rng.normal(size=commits))
         metric = key.split("@")[0]
@@ -128,7 +121,7 @@ def history_generate(*, seed: int, commits: int = 600) -> SuiteHistory:
             SeriesHistory(
                 key=key,
                 values=values[benchmarked],
-                min_relative_change=MIN_RELATIVE_CHANGE.get(metric, DEFAULT_MIN_RELATIVE_CHANGE),
+                min_relative_change=threshold_resolve(metric=metric, suite_id=0, rows=()).min_relative_change,
             )
         )
     true_steps = []
@@ -158,7 +151,7 @@ def _moves(*, pattern: str, size: float, worse: bool) -> dict[str, float]:
     slower = 1.0 / faster
     if pattern == "throughput":
         return {
-            f"{metric}@c{level}": faster if METRICS[metric] else slower
+            f"{metric}@c{level}": faster if metric_higher_is_better(metric) else slower
             for level in CONCURRENCIES
             for metric in ("output_throughput_tok_s", "tpot_ms_mean", "latency_s_mean", "itl_ms_mean")
         }
