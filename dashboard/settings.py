@@ -201,7 +201,7 @@ PERFWATCH_API_URL = env.str("PERFWATCH_API_URL", default="http://127.0.0.1:8000"
 PERFWATCH_RUNNER_TOKEN = env.str("PERFWATCH_RUNNER_TOKEN", default="")
 # Everything a runner node is told, and nothing more (no database): deploy/runner.env.example, the systemd
 # unit, compose's runner service and the README use exactly these. The runners package itself reads
-# PERFWATCH_ENV_PYTHON and PERFWATCH_CACHE_DIR.
+# PERFWATCH_ENV_PYTHON, PERFWATCH_CACHE_DIR and the installers' settings (runners/node_setup.py).
 RUNNER_NODE_VARIABLES = (
     "CELERY_BROKER_URL",
     "PERFWATCH_API_URL",
@@ -211,6 +211,11 @@ RUNNER_NODE_VARIABLES = (
     "PERFWATCH_ENV_PYTHON",
     "PERFWATCH_CACHE_DIR",
     "PERFWATCH_WORK_DIR",
+    "PERFWATCH_INDEX_URL",
+    "PERFWATCH_EXTRA_INDEX_URL",
+    "PERFWATCH_FIND_LINKS",
+    "PERFWATCH_CA_BUNDLE",
+    "PERFWATCH_NATIVE_TLS",
 )
 PERFWATCH_RUN_LEASE_S = env.int("PERFWATCH_RUN_LEASE_S", default=180)
 PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)

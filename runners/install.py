@@ -7,9 +7,7 @@ or release is installed once per machine and the exact commands are kept for rep
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import threading
 import urllib.error
 import urllib.request
@@ -18,12 +16,9 @@ from pathlib import Path
 
 from runners.envs import EnvRecipe, EnvStep, env_ensure, env_ready
 from runners.errors import InstallRefused, RunnerError
-from runners.process import command_output
+from runners.node_setup import RECIPE_PROGRAMS, env_python_resolve, installer_env, program_find
 from runners.suites import InstallMethod, InstallSpec
 
-ENV_PYTHON_VARIABLE = "PERFWATCH_ENV_PYTHON"
-# The wheels of torch+cpu this machine has are built for CPython 3.11, whatever runs the web app.
-DEFAULT_ENV_PYTHON = "python3.11"
 PIP_FLAGS = ("--no-input", "--progress-bar", "off")  # install only: uninstall rejects them
 CPU_INCOMPATIBLE_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
 # The client is fixed so that a change in numbers is the server's doing, never guidellm's.
@@ -64,16 +59,6 @@ info.mkdir(exist_ok=True)
 (info / "INSTALLER").write_text("perfwatch\\n")
 (info / "RECORD").write_text("")
 """
-
-
-def env_python_resolve() -> str:
-    """The interpreter the environments are built with: $PERFWATCH_ENV_PYTHON, else python3.11, as the
-    real path of the executable (not a shim or symlink) so that recipe keys agree between callers."""
-    command = os.environ.get(ENV_PYTHON_VARIABLE, DEFAULT_ENV_PYTHON)
-    found = shutil.which(command)
-    if found is None:
-        raise InstallRefused(f"no {command} on PATH to build environments with (set {ENV_PYTHON_VARIABLE})")
-    return command_output(argv=(found, "-c", "import sys; print(sys.executable)"), timeout_s=30).strip()
 
 
 def _pip_install(*args: str, timeout_s: float) -> EnvStep:
@@ -306,6 +291,12 @@ def vllm_recipe(
     return source_build_recipe(install=install, commit_sha=commit_sha, python=python)
 
 
+def machine_programs() -> dict[str, str]:
+    """Where this machine has the programs the recipes call by name (node_setup checked them at start)."""
+    found = {name: program_find(name) for name in RECIPE_PROGRAMS}
+    return {name: path for name, path in found.items() if path is not None}
+
+
 @dataclass(frozen=True)
 class InstalledEnv:
     """A ready environment and the commands that built it (kept for reproduction)."""
@@ -350,7 +341,13 @@ def vllm_env_ensure(
     ):
         raise InstallRefused(f"no wheel for {commit_sha} on {install.wheel_index_url} (yet)")
     path = env_ensure(
-        recipe=recipe, cache_dir=cache_dir, log_path=log_path, timeout_s=timeout_s, cancel=cancel
+        recipe=recipe,
+        cache_dir=cache_dir,
+        log_path=log_path,
+        timeout_s=timeout_s,
+        cancel=cancel,
+        programs=machine_programs(),
+        extra_env=installer_env(),
     )
     return InstalledEnv(path=path, recipe=recipe, reused=False)
 
@@ -393,6 +390,12 @@ def _fixed_env_ensure(
     if ready is not None:
         return InstalledEnv(path=ready, recipe=recipe, reused=True)
     path = env_ensure(
-        recipe=recipe, cache_dir=cache_dir, log_path=log_path, timeout_s=timeout_s, cancel=cancel
+        recipe=recipe,
+        cache_dir=cache_dir,
+        log_path=log_path,
+        timeout_s=timeout_s,
+        cancel=cancel,
+        programs=machine_programs(),
+        extra_env=installer_env(),
     )
     return InstalledEnv(path=path, recipe=recipe, reused=False)
