@@ -219,6 +219,9 @@ RUNNER_NODE_VARIABLES = (
 )
 PERFWATCH_RUN_LEASE_S = env.int("PERFWATCH_RUN_LEASE_S", default=180)
 PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)
+# A run whose node said it holds the finished report (stage `storing`) is waited for this long past its
+# lease before it is queued again: the node keeps the report and re-sends it when the dashboard answers.
+PERFWATCH_REPORT_HOLD_S = env.int("PERFWATCH_REPORT_HOLD_S", default=24 * 3600)
 PERFWATCH_QUEUED_REDISPATCH_S = env.int("PERFWATCH_QUEUED_REDISPATCH_S", default=6 * 3600)
 PERFWATCH_WORK_DIR = env.str("PERFWATCH_WORK_DIR", default=str(BASE_DIR / "var" / "runs"))
 

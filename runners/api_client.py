@@ -117,12 +117,13 @@ class RunnerApi:
     def stage(self, *, run_id: int, stage: str) -> None:
         self._delivered(f"runs/{run_id}/stage/", {"stage": stage})
 
-    def complete(self, *, run_id: int, raw_report: bytes, evidence: Mapping[str, Any]) -> None:
-        """Hand over a finished run's report and evidence (environment, telemetry, metrics, logs...)."""
-        self._delivered(
-            f"runs/{run_id}/complete/",
-            {**evidence, "report": base64.b64encode(raw_report).decode()},
-        )
+    def complete_body(self, *, run_id: int, body: Mapping[str, Any], retry: bool = True) -> None:
+        """Hand over a finished run's report and evidence (runners/delivery.py builds and keeps the body);
+        `retry` False tries once, for a re-send of a kept report."""
+        if retry:
+            self._delivered(f"runs/{run_id}/complete/", body)
+        else:
+            self._post(f"runs/{run_id}/complete/", body)
 
     def fail(
         self,

@@ -191,16 +191,33 @@ def run_stage(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[
     return JsonResponse({"run": run_id, "stage": stage})
 
 
-@_runner_endpoint
-def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[str, Any]) -> JsonResponse:
-    """Store a held run's results exactly once. A report that does not validate fails the run."""
-    runner = _runner(token)
-    if runner is None:
-        return _not_held(run_id, token)
+class ReportRefused(Exception):
+    """A finished run's report does not validate; the run was failed with the reason."""
+
+
+def _delivery(body: dict[str, Any]) -> tuple[int | None, float | None]:
+    """(the attempt the report is of, how long the node kept it when its first upload failed)."""
+    attempt = body.get("attempt")
+    if attempt is not None and (not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1):
+        raise BodyInvalid("'attempt' must be the attempt's number")
+    delivery = _object(body, "delivery")
+    kept_s = delivery.get("kept_s", 0.0)
+    if not isinstance(kept_s, int | float) or isinstance(kept_s, bool) or not 0 <= kept_s < 10**9:
+        raise BodyInvalid("'delivery.kept_s' must be seconds")
+    return attempt, float(kept_s) if delivery.get("resent") is True else None
+
+
+def complete_store(*, run_id: int, runner: Runner, body: dict[str, Any]) -> Run:
+    """Store a finished run's upload (from the API or, by hand, from the file a node kept) exactly once.
+
+    Raises BodyInvalid for a malformed body, ReportRefused for a report that does not validate (the run is
+    failed with the reason), runs.RunNotOwned when the run is not this runner's to complete.
+    """
     raw = _report(body, required=True) or b""
+    attempt, kept_s = _delivery(body)
     run = Run.objects.select_related("suite").filter(pk=run_id).first()
     if run is None:
-        return _not_held(run_id, token)
+        raise runs.RunNotOwned(f"no run {run_id}")
     logs, commands = _texts(body, "logs"), _texts(body, "commands")
     try:
         report = report_parse(
@@ -211,13 +228,15 @@ def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: di
             run_id=run_id, runner=runner, reason=f"storing: invalid report: {error.reason}", logs=logs,
             commands=commands, raw_report=raw,
         )  # fmt: skip
-        return JsonResponse({"error": f"invalid report: {error.reason}"}, status=400)
+        raise ReportRefused(f"invalid report: {error.reason}") from None
     telemetry = body.get("telemetry") or []
     if not isinstance(telemetry, list):
         raise BodyInvalid("'telemetry' must be a list of samples")
-    services.run_complete(
+    return services.run_complete(
         run_id=run_id,
         runner=runner,
+        attempt=attempt,
+        kept_s=kept_s,
         result=services.RunResult(
             raw_report=raw,
             report=report,
@@ -230,6 +249,18 @@ def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: di
             accuracy=_accuracy(body),
         ),
     )
+
+
+@_runner_endpoint
+def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[str, Any]) -> JsonResponse:
+    """Store a held run's results exactly once. A report that does not validate fails the run."""
+    runner = _runner(token)
+    if runner is None:
+        return _not_held(run_id, token)
+    try:
+        complete_store(run_id=run_id, runner=runner, body=body)
+    except ReportRefused as refusal:
+        return JsonResponse({"error": str(refusal)}, status=400)
     return JsonResponse({"run": run_id, "status": RunStatus.SUCCEEDED})
 
 

@@ -249,21 +249,32 @@ def run_requeue_after_timeout(*, run_id: int, runner: Runner, reason: str) -> bo
     return True
 
 
+def _leases_expired(*, now: datetime) -> Any:
+    """Active runs whose lease ran out. A run in `storing` is one whose node holds its finished report:
+    it is waited for (the node re-sends it when the dashboard answers) for PERFWATCH_REPORT_HOLD_S more."""
+    held_since = now - timedelta(seconds=settings.PERFWATCH_REPORT_HOLD_S)
+    return Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, lease_expires_at__lt=now).exclude(
+        status=RunStatus.STORING, lease_expires_at__gte=held_since
+    )
+
+
 def runs_requeue_expired() -> list[int]:
-    """Requeue runs whose runner stopped renewing its lease; fail them after their last attempt."""
+    """Requeue runs whose runner stopped renewing its lease; fail them after their last attempt. A run
+    whose node holds its finished report is not queued again while the report may still come."""
     now = timezone.now()
     requeued: list[int] = []
-    expired = Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, lease_expires_at__lt=now)
+    expired = _leases_expired(now=now)
     for run_id in expired.values_list("pk", flat=True):
         with transaction.atomic():
-            run = (
-                Run.objects.select_for_update(skip_locked=True)
-                .filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES, lease_expires_at__lt=now)
-                .first()
-            )
+            run = _leases_expired(now=now).select_for_update(skip_locked=True).filter(pk=run_id).first()
             if run is None:
                 continue
             lost = f"runner {run.runner.name if run.runner else '?'} stopped answering during {run.status}"
+            if run.status == RunStatus.STORING:
+                lost = (
+                    f"runner {run.runner.name if run.runner else '?'} held a finished report but did not "
+                    f"deliver it within {settings.PERFWATCH_REPORT_HOLD_S} s"
+                )
             if run.attempt >= run.max_attempts:
                 run.status, run.finished_at = RunStatus.FAILED, now
                 run.failure_reason = f"{lost}; gave up after {run.attempt} attempts"
