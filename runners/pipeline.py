@@ -236,6 +236,7 @@ def benchmark_execute(
                         "server_warm_up_s": round(warm_up.first_s, 3),
                         "server_warm_up_attempts": warm_up.attempts,
                         "warm_request_s": round(warm_up.request_s, 3),
+                        "warm_up_prompt_tokens": warm_up.prompt_tokens_measured,
                     }
                     metrics_before = _metrics_scrape(scrape=server.metrics, when="before", warnings=warnings)
 
@@ -243,7 +244,11 @@ def benchmark_execute(
                     labels = {**labels, "vllm_version": server.version}
                     commands.update(
                         reproduction_commands(
-                            suite=suite, benchmark=benchmark, serve_env=serve_env, labels=labels
+                            suite=suite,
+                            benchmark=benchmark,
+                            serve_env=serve_env,
+                            labels=labels,
+                            warm_up_text=warm_up.text,
                         )
                     )
                     bench_argv = guidellm_argv(

@@ -48,9 +48,15 @@ def _model_reproduction(*, suite: SuiteSpec) -> tuple[str, tuple[str, ...], str,
 
 
 def reproduction_commands(
-    *, suite: SuiteSpec, benchmark: BenchmarkSpec, serve_env: Mapping[str, str], labels: Mapping[str, str]
+    *,
+    suite: SuiteSpec,
+    benchmark: BenchmarkSpec,
+    serve_env: Mapping[str, str],
+    labels: Mapping[str, str],
+    warm_up_text: str | None = None,
 ) -> dict[str, tuple[str, ...]]:
-    """serve, warm-up and benchmark as a person runs them: fresh directory, free port, absolute paths."""
+    """serve, warm-up and benchmark as a person runs them: fresh directory, free port, absolute paths;
+    the warm-up sends the prompt the runner sent (`warm_up_text`, sized with the served tokenizer)."""
     model, model_args, tokenizer, model_commands = _model_reproduction(suite=suite)
     serve_argv = vllm_serve_argv(
         vllm=reproduce.REPRO_DIR / "vllm" / "bin" / "vllm",
@@ -73,6 +79,7 @@ def reproduction_commands(
         request_format=benchmark.request_format,
         prompt_tokens=benchmark.data.prompt_tokens,
         output_tokens=benchmark.data.output_tokens,
+        text=warm_up_text,
     )
     return {
         "model": model_commands,

@@ -169,12 +169,78 @@ class WarmUp:
     first_s: float  # the first completion that returned, one-time costs (kernels, allocator) included
     request_s: float  # one more completion of the same shape, on a warm server
     attempts: int  # requests sent until the first completion returned
+    text: str = ""  # the prompt sent, sized with the served model's tokenizer
+    prompt_tokens_measured: int | None = None  # its length in that tokenizer's tokens (None: not asked)
 
 
-def warm_up_body(*, model: str, request_format: str, prompt_tokens: int, output_tokens: int) -> bytes:
-    # One short common word is about one token in any tokenizer; ignore_eos (a vLLM extension, as
-    # guidellm sends it) makes the server generate exactly output_tokens, like the benchmark's requests.
-    text = " ".join(["hello"] * prompt_tokens)
+WARM_UP_WORD = "hello"
+
+
+def _tokenizer_call(*, base_url: str, path: str, body: dict[str, object], timeout_s: float) -> dict:
+    request = urllib.request.Request(
+        f"{base_url}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with _LOCAL_OPENER.open(request, timeout=timeout_s) as response:
+        answer = json.loads(response.read())
+    if not isinstance(answer, dict):
+        raise ValueError(f"{path} answered {type(answer).__name__}, not an object")
+    return answer
+
+
+def warm_up_text(
+    *, base_url: str, model: str, prompt_tokens: int, timeout_s: float = 30
+) -> tuple[str, int | None]:
+    """A prompt of `prompt_tokens` tokens in the served model's own tokenizer, and its measured length.
+
+    A word is one token in some tokenizers and three in others, so the words are counted by the server
+    (vLLM's /tokenize and /detokenize): a prompt longer than the suite's would fail a server whose
+    --max-model-len leaves no more room than the suite needs. A server without those endpoints gets one
+    word a token, and None for the length.
+    """
+    words = " ".join([WARM_UP_WORD] * prompt_tokens)
+    try:
+        ids = _tokenizer_call(
+            base_url=base_url,
+            path="/tokenize",
+            body={"model": model, "prompt": words, "add_special_tokens": False},
+            timeout_s=timeout_s,
+        )["tokens"]
+        text = str(
+            _tokenizer_call(
+                base_url=base_url,
+                path="/detokenize",
+                body={"model": model, "tokens": list(ids)[:prompt_tokens]},
+                timeout_s=timeout_s,
+            )["prompt"]
+        )
+        # Decoding a cut sequence and encoding it again can merge differently: trim until it fits.
+        for _ in range(8):
+            count = int(
+                _tokenizer_call(
+                    base_url=base_url,
+                    path="/tokenize",
+                    body={"model": model, "prompt": text, "add_special_tokens": False},
+                    timeout_s=timeout_s,
+                )["count"]
+            )
+            if count <= prompt_tokens or " " not in text.strip():
+                return text, count
+            text = text.rsplit(" ", 1)[0]
+        return text, count
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return words, None
+
+
+def warm_up_body(
+    *, model: str, request_format: str, prompt_tokens: int, output_tokens: int, text: str | None = None
+) -> bytes:
+    # `text` is the prompt sized by warm_up_text; without one, one short common word stands for a token.
+    # ignore_eos (a vLLM extension, as guidellm sends it) makes the server generate exactly
+    # output_tokens, like the benchmark's requests.
+    text = text if text is not None else " ".join([WARM_UP_WORD] * prompt_tokens)
     body: dict[str, object] = {
         "model": model,
         "max_tokens": output_tokens,
@@ -214,7 +280,8 @@ def server_warm_up(
     timeout_s: float,
     cancel: threading.Event | None = None,
 ) -> WarmUp:
-    """Send completions of the suite's own shape until one returns, then time one more.
+    """Send completions of the suite's own shape (its prompt sized with the served model's tokenizer)
+    until one returns, then time one more.
 
     A freshly started server pays one-time costs on its first requests; on a small or busy node that
     alone outlasts a short benchmark level, which then measures nothing. A request that times out or
@@ -222,8 +289,13 @@ def server_warm_up(
     slow); an HTTP error is the server's answer and raises ServerFailed quoting it.
     """
     url = f"{base_url}{request_format}"
+    text, measured = warm_up_text(base_url=base_url, model=model, prompt_tokens=prompt_tokens)
     body = warm_up_body(
-        model=model, request_format=request_format, prompt_tokens=prompt_tokens, output_tokens=output_tokens
+        model=model,
+        request_format=request_format,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        text=text,
     )
     deadline = time.monotonic() + timeout_s
 
@@ -243,7 +315,13 @@ def server_warm_up(
         attempts += 1
         try:
             first_s = one_completion()
-            return WarmUp(first_s=first_s, request_s=one_completion(), attempts=attempts)
+            return WarmUp(
+                first_s=first_s,
+                request_s=one_completion(),
+                attempts=attempts,
+                text=text,
+                prompt_tokens_measured=measured,
+            )
         except urllib.error.HTTPError as error:
             raise ServerFailed(
                 reason=f"the server answered the warm-up request with HTTP {error.code}: "
