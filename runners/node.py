@@ -99,10 +99,19 @@ def node_run_execute(*, api: RunnerApi, run_id: int, runner_name: str, work_root
         logger.info("run %s was cancelled or requeued: stopped", run_id)
         return None
     except RunFailed as error:
+        logger.warning(
+            "run %s failed at %s (%s): %s",
+            run_id,
+            error.stage,
+            "waiting" if error.waiting else "retryable" if error.retryable else "final",
+            error.reason,
+        )
         return api.fail(
             run_id=run_id,
             reason=f"{error.stage}: {error.reason}",
             retryable=error.retryable,
+            waiting=error.waiting,
+            retries_max=error.retries_max,
             evidence={
                 "environment": node_environment,
                 "commands": _commands_text(dict(error.commands)),

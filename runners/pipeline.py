@@ -30,12 +30,13 @@ from runners.install import (
 )
 from runners.metrics import MetricsSnapshot, MetricsUnreadable
 from runners.process import log_tail
-from runners.run_control import REASON_CHARS, Heartbeat, Stages, failures_as_run_failed
+from runners.run_control import KILLED_RETRIES, REASON_CHARS, Heartbeat, Stages, failures_as_run_failed
 from runners.run_steps import CLIENT_BASE_ENV, SERVER_BASE_ENV, accuracy_measure, reproduction_commands
 from runners.server import (
+    death_line,
     error_line,
-    failure_line,
     free_port_pick,
+    killed_by_signal,
     server_running,
     server_warm_up,
     vllm_serve_argv,
@@ -158,6 +159,8 @@ def benchmark_execute(
                     wheel_commit_sha=wheel_commit_sha,
                     cancel=cancel,
                 )
+                if server_env.note:
+                    warnings.append(server_env.note)
                 client_env = guidellm_env_ensure(
                     cache_dir=cache,
                     log_path=log_paths["install"],
@@ -288,15 +291,20 @@ def benchmark_execute(
                                 ) from exc
                             if status is None:
                                 raise
-                            # The client only saw refused connections; the server's log says why.
-                            tail = failure_line(tail=log_tail(path=server.log_path))
+                            # The client only saw refused connections; the server's end says why.
+                            tail = log_tail(path=server.log_path)
+                            died = death_line(
+                                status=status,
+                                tail=tail,
+                                within_s=server.age_s() + 5,
+                                when="during the benchmark",
+                            )
                             raise RunFailed(
                                 stage=STAGE_BENCHMARKING,
-                                reason=one_line(
-                                    f"vllm serve died during the benchmark (status {status}): {tail}",
-                                    limit=REASON_CHARS,
-                                ),
-                                log_tail=log_tail(path=server.log_path),
+                                reason=one_line(died, limit=REASON_CHARS),
+                                log_tail=tail,
+                                retryable=killed_by_signal(status),
+                                retries_max=KILLED_RETRIES if killed_by_signal(status) else None,
                             ) from exc
                     metrics_after = _metrics_scrape(scrape=server.metrics, when="after", warnings=warnings)
                     accuracy = None

@@ -20,7 +20,7 @@ from runners.errors import (
     RunnerError,
     ServerFailed,
 )
-from runners.install import WheelIndexUnreachable
+from runners.install import WheelIndexUnreachable, WheelMissing
 from runners.server import failure_line
 from runners.text import one_line
 
@@ -85,6 +85,8 @@ def shell_line(*, argv: tuple[str, ...], env: Mapping[str, str]) -> str:
 
 
 REASON_CHARS = 300
+# A server killed by a signal (the OOM killer on a loaded node) gets one more attempt, not the full budget.
+KILLED_RETRIES = 1
 
 
 @contextmanager
@@ -105,7 +107,11 @@ def failures_as_run_failed(stages: Stages) -> Iterator[None]:
         ) from exc
     except ServerFailed as exc:
         raise RunFailed(
-            stage=stages.current, reason=one_line(exc.reason, limit=REASON_CHARS), log_tail=exc.log_tail
+            stage=stages.current,
+            reason=one_line(exc.reason, limit=REASON_CHARS),
+            log_tail=exc.log_tail,
+            retryable=exc.killed,
+            retries_max=KILLED_RETRIES if exc.killed else None,
         ) from exc
     except BenchFailed as exc:
         raise RunFailed(
@@ -113,6 +119,10 @@ def failures_as_run_failed(stages: Stages) -> Iterator[None]:
             reason=one_line(f"the bench failed: {exc.reason}", limit=REASON_CHARS),
             log_tail=exc.log_tail,
             retryable=True,
+        ) from exc
+    except WheelMissing as exc:
+        raise RunFailed(
+            stage=stages.current, reason=one_line(exc, limit=REASON_CHARS), waiting=exc.wait
         ) from exc
     except (InstallRefused, WheelIndexUnreachable, Cancelled, AccuracyFailed, RunnerError) as exc:
         raise RunFailed(stage=stages.current, reason=one_line(exc, limit=REASON_CHARS)) from exc

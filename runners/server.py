@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import signal
 import socket
 import subprocess
 import threading
@@ -69,6 +71,46 @@ def error_line(*, tail: str) -> str:
     return ""
 
 
+def kernel_oom_line(*, within_s: float) -> str:
+    """The kernel's last out-of-memory kill of the past `within_s` seconds, from `dmesg`, where this
+    user may read it ('' when none or unreadable)."""
+    try:
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        printed = subprocess.run(
+            ["dmesg"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout.splitlines()
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return ""
+    found = ""
+    for line in printed:
+        stamp = re.match(r"^\[\s*(\d+\.\d+)\]\s*(.*)$", line)
+        if (
+            stamp
+            and float(stamp.group(1)) >= uptime_s - within_s
+            and ("Out of memory" in line or "oom-kill" in line or "Killed process" in line)
+        ):
+            found = stamp.group(2)
+    return found
+
+
+def killed_by_signal(status: int | None) -> bool:
+    """Whether an exit status says the process was killed by a signal (the guard passes it on)."""
+    return status is not None and status < 0
+
+
+def death_line(*, status: int, tail: str, within_s: float, when: str) -> str:
+    """What ended vllm serve, in one line: a signal is named as such (SIGKILL is what the kernel's OOM
+    killer sends; its message is quoted when it can be read), never blamed on a line of the server's log."""
+    if killed_by_signal(status):
+        name = (
+            signal.Signals(-status).name if -status in signal.Signals.__members__.values() else str(-status)
+        )
+        oom = kernel_oom_line(within_s=within_s) if -status == signal.SIGKILL else ""
+        cause = f": {oom}" if oom else (" (the kernel's OOM killer sends it)" if name == "SIGKILL" else "")
+        return f"vllm serve was killed by {name} {when}{cause}; the node's doing, not the code under test"
+    return f"vllm serve exited with status {status} {when}: {failure_line(tail=tail)}"
+
+
 def failure_line(*, tail: str) -> str:
     """The most telling line of a log tail: the last one naming an error, else the last line."""
     lines = _lines(tail)
@@ -86,6 +128,10 @@ class RunningServer:
     version: str
     startup_s: float
     log_path: Path
+    started_monotonic: float = 0.0
+
+    def age_s(self) -> float:
+        return time.monotonic() - self.started_monotonic
 
     def exit_status(self) -> int | None:
         """The server's exit status once it has died, else None."""
@@ -131,9 +177,14 @@ def server_running(
             if returncode is not None:
                 tail = log_tail(path=log_path)
                 raise ServerFailed(
-                    reason=f"vllm serve exited with status {returncode} during start-up: "
-                    f"{failure_line(tail=tail)}",
+                    reason=death_line(
+                        status=returncode,
+                        tail=tail,
+                        within_s=time.monotonic() - started + 5,
+                        when="during start-up",
+                    ),
                     log_tail=tail,
+                    killed=killed_by_signal(returncode),
                 )
             if cancel is not None and cancel.is_set():
                 raise Cancelled("vllm serve stopped during start-up: the run was cancelled")
@@ -152,7 +203,12 @@ def server_running(
             tail = log_tail(path=log_path)
             raise ServerFailed(reason=f"/version did not answer: {exc}", log_tail=tail) from exc
         yield RunningServer(
-            base_url=base_url, process=process, version=version, startup_s=startup_s, log_path=log_path
+            base_url=base_url,
+            process=process,
+            version=version,
+            startup_s=startup_s,
+            log_path=log_path,
+            started_monotonic=started,
         )
     finally:
         process_group_terminate(process=process, grace_s=stop_grace_s)

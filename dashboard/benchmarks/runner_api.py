@@ -274,8 +274,15 @@ def run_fail(request: HttpRequest, run_id: int, *, token: ApiToken, body: dict[s
     reason = body.get("reason")
     if not isinstance(reason, str) or not reason.strip():
         raise BodyInvalid("'reason' must be a one-line text")
+    if body.get("waiting") is True and runs.run_requeue_waiting(run_id=run_id, runner=runner, reason=reason):
+        return JsonResponse({"run": run_id, "status": RunStatus.QUEUED})
+    retries_max = body.get("retries_max")
+    if retries_max is not None and (
+        not isinstance(retries_max, int) or isinstance(retries_max, bool) or not 0 <= retries_max <= 10
+    ):
+        raise BodyInvalid("'retries_max' must be a small number of attempts")
     if body.get("retryable") is True and runs.run_requeue_after_timeout(
-        run_id=run_id, runner=runner, reason=reason
+        run_id=run_id, runner=runner, reason=reason, retries_max=retries_max
     ):
         return JsonResponse({"run": run_id, "status": RunStatus.QUEUED})
     runs.run_fail(
