@@ -113,12 +113,16 @@ TEMPLATES = [
     },
 ]
 
+# A runner node never opens the database nor serves a page, and writes nothing inside its checkout (which
+# is often root's, while the node runs as an unprivileged user).
+_RUNNER_NODE = bool(env.str("PERFWATCH_RUNNER_HARDWARE_CLASS", default=""))
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'perfwatch.sqlite3'}")}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded demo runs the web server and a loader against one file: wait rather than fail.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    if not _RUNNER_NODE:
+        Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # PostgreSQL compiles a plan to machine code once its estimated cost is high, as the pages' reads of a
     # year of history are: 0.2-0.4 s of compiling for queries that run in less.
@@ -132,7 +136,8 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start when it is missing
+if not _RUNNER_NODE:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start when it is missing
 # `collectstatic` names every file after its content and writes gzip and brotli copies beside it: WhiteNoise
 # serves the hashed names with a far-future immutable Cache-Control, and the compressed copy the browser
 # accepts. Every place that serves pages collects first (Dockerfile, `make demo`, `make bench`, tests).
@@ -217,6 +222,7 @@ RUNNER_NODE_VARIABLES = (
     "PERFWATCH_FIND_LINKS",
     "PERFWATCH_CA_BUNDLE",
     "PERFWATCH_NATIVE_TLS",
+    "PERFWATCH_SERVE_PORTS",
 )
 PERFWATCH_RUN_LEASE_S = env.int("PERFWATCH_RUN_LEASE_S", default=180)
 PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)

@@ -43,6 +43,8 @@ INSTALLER_VARIABLES = (
     CA_BUNDLE_VARIABLE,
     NATIVE_TLS_VARIABLE,
 )
+# Every optional setting of a node that the runners package reads itself (the env file shows each, empty).
+NODE_OPTIONAL_VARIABLES = (*INSTALLER_VARIABLES, "PERFWATCH_SERVE_PORTS")
 _INSTALLER_NAMES: Mapping[str, tuple[str, ...]] = {
     INDEX_URL_VARIABLE: ("PIP_INDEX_URL", "UV_DEFAULT_INDEX"),
     EXTRA_INDEX_URL_VARIABLE: ("PIP_EXTRA_INDEX_URL", "UV_INDEX"),  # both take a space-separated list
@@ -131,6 +133,12 @@ def node_tools_check() -> NodeTools:
             + f", which {'is' if len(missing) == 1 else 'are'} not on PATH ({os.environ.get('PATH', '')}) "
             f"nor beside {sys.executable}"
         )
+    from runners.server import SERVE_PORTS_VARIABLE, serve_ports_range
+
+    try:
+        serve_ports_range(os.environ.get(SERVE_PORTS_VARIABLE, ""))
+    except ValueError as error:
+        raise NodeMisconfigured(f"{error} (e.g. 8100-8199)") from None
     uv = str(found["uv"])
     try:
         uv_version = command_output(argv=(uv, "--version"), timeout_s=30).strip().removeprefix("uv ")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import signal
 import socket
@@ -29,11 +30,39 @@ HTTP_TIMEOUT_S = 10.0
 REASON_MAX_CHARS = 300
 
 
+# The node's range for `vllm serve` ports ("8100-8199"), where a firewall or another service wants one.
+SERVE_PORTS_VARIABLE = "PERFWATCH_SERVE_PORTS"
+
+
+class PortsExhausted(ServerFailed):
+    """No port of the node's range is free."""
+
+
+def serve_ports_range(text: str) -> range | None:
+    """The port range of a PERFWATCH_SERVE_PORTS value ('' or unset: any free port); ValueError if bad."""
+    if not text.strip():
+        return None
+    low, _, high = text.strip().partition("-")
+    first, last = int(low), int(high or low)
+    if not 1024 <= first <= last <= 65535:
+        raise ValueError(f"{SERVE_PORTS_VARIABLE}={text!r} is not a range of ports from 1024 to 65535")
+    return range(first, last + 1)
+
+
 def free_port_pick() -> int:
-    """A TCP port free on 127.0.0.1 now (the server binds it moments later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A TCP port free on 127.0.0.1 now (the server binds it moments later): from the node's range
+    ($PERFWATCH_SERVE_PORTS) when it has one, else any."""
+    ports = serve_ports_range(os.environ.get(SERVE_PORTS_VARIABLE, ""))
+    for port in ports if ports is not None else (0,):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    raise PortsExhausted(
+        reason=f"no free port in {SERVE_PORTS_VARIABLE}={os.environ[SERVE_PORTS_VARIABLE]}", log_tail=""
+    )
 
 
 # The server is local: a proxy configured for the node's outbound traffic must not be asked for it.

@@ -48,14 +48,14 @@ def test_compose_runner_systemd_unit_and_readme_set_exactly_what_a_runner_node_r
     from django.conf import settings
 
     from runners.envs import CACHE_DIR_VARIABLE
-    from runners.node_setup import ENV_PYTHON_VARIABLE, INSTALLER_VARIABLES
+    from runners.node_setup import ENV_PYTHON_VARIABLE, NODE_OPTIONAL_VARIABLES
 
     expected = set(settings.RUNNER_NODE_VARIABLES)
     settings_source = (ROOT / "dashboard" / "settings.py").read_text()
     read_by_settings = set(
         re.findall(r"env\.(?:str|bool|int|list|db|float)\(\s*\"([A-Z_]+)\"", settings_source)
     )
-    assert expected <= read_by_settings | {CACHE_DIR_VARIABLE, ENV_PYTHON_VARIABLE, *INSTALLER_VARIABLES}
+    assert expected <= read_by_settings | {CACHE_DIR_VARIABLE, ENV_PYTHON_VARIABLE, *NODE_OPTIONAL_VARIABLES}
     assert "DATABASE_URL" not in expected
 
     compose_runner = _compose()["services"]["runner"]

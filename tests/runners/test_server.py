@@ -207,3 +207,25 @@ def test_failure_line_skips_python_shutdown_chatter():
         failure_line(tail=tail)
         == "INFO Benchmark 1 (concurrent@1): started | elapsed=0.0s | successful=0 errored=0"
     )
+
+
+def test_the_serve_port_comes_from_the_nodes_range_skipping_ports_in_use(monkeypatch):
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        taken = holder.getsockname()[1]
+        if taken + 2 > 65535:
+            pytest.skip("the kernel's pick is at the top of the range")
+        monkeypatch.setenv("PERFWATCH_SERVE_PORTS", f"{taken}-{taken + 2}")
+
+        assert free_port_pick() == taken + 1
+
+
+def test_a_bad_port_range_stops_the_node_at_start_up(monkeypatch):
+    from runners.node_setup import NodeMisconfigured, node_tools_check
+
+    monkeypatch.setenv("PERFWATCH_SERVE_PORTS", "80-90")
+
+    with pytest.raises(NodeMisconfigured, match="PERFWATCH_SERVE_PORTS='80-90' is not a range of ports"):
+        node_tools_check()

@@ -17,7 +17,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from runners.node_setup import INSTALLER_VARIABLES
+from runners.node_setup import NODE_OPTIONAL_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER_ENV_HEADER = "# /etc/perfwatch/runner.env"
@@ -75,7 +75,7 @@ def start_worker(
             ),
             "PERFWATCH_WORK_DIR": str(tmp_path / "runs"),
             # This machine's pip finds its packages through /etc/pip.conf, which pip reads under any user.
-            **{variable: os.environ.get(variable, "") for variable in INSTALLER_VARIABLES},
+            **{variable: os.environ.get(variable, "") for variable in NODE_OPTIONAL_VARIABLES},
         }
         documented = readme_runner_environment()
         assert set(values) == set(documented), "the README documents another runner environment"
