@@ -29,6 +29,7 @@ from runners.install import (
     vllm_env_ensure,
 )
 from runners.metrics import MetricsSnapshot, MetricsUnreadable
+from runners.node_load import load_1m, node_load_measure
 from runners.process import log_tail
 from runners.run_control import KILLED_RETRIES, REASON_CHARS, Heartbeat, Stages, failures_as_run_failed
 from runners.run_steps import CLIENT_BASE_ENV, SERVER_BASE_ENV, accuracy_measure, reproduction_commands
@@ -242,6 +243,7 @@ def benchmark_execute(
                         "warm_up_prompt_tokens": warm_up.prompt_tokens_measured,
                     }
                     metrics_before = _metrics_scrape(scrape=server.metrics, when="before", warnings=warnings)
+                    load_before = load_1m()
 
                     stages.enter(STAGE_BENCHMARKING)
                     labels = {**labels, "vllm_version": server.version}
@@ -307,6 +309,10 @@ def benchmark_execute(
                                 retries_max=KILLED_RETRIES if killed_by_signal(status) else None,
                             ) from exc
                     metrics_after = _metrics_scrape(scrape=server.metrics, when="after", warnings=warnings)
+                    # The server still runs: whoever else is on its GPUs now shared them with the benchmark.
+                    node_load = node_load_measure(load_before=load_before, own_group=server.process.pid)
+                    fingerprint = {**fingerprint, **node_load.fingerprint()}
+                    warnings.extend(node_load.warnings())
                     accuracy = None
                     if suite.benchmark.accuracy is not None:
                         # Same server, after the benchmark: its counters above are the benchmark's alone.
