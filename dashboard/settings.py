@@ -116,12 +116,16 @@ TEMPLATES = [
 # A runner node never opens the database nor serves a page, and writes nothing inside its checkout (which
 # is often root's, while the node runs as an unprivileged user).
 _RUNNER_NODE = bool(env.str("PERFWATCH_RUNNER_HARDWARE_CLASS", default=""))
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'perfwatch.sqlite3'}")}
+# Its Django checks at worker start still open one: an in-memory database, so no file appears anywhere.
+_DATABASE_DEFAULT = (
+    "sqlite://:memory:" if _RUNNER_NODE else f"sqlite:///{BASE_DIR / 'var' / 'perfwatch.sqlite3'}"
+)
+DATABASES = {"default": env.db("DATABASE_URL", default=_DATABASE_DEFAULT)}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded demo runs the web server and a loader against one file: wait rather than fail.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
-    if not _RUNNER_NODE:
+    if DATABASES["default"]["NAME"] != ":memory:":
         Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # PostgreSQL compiles a plan to machine code once its estimated cost is high, as the pages' reads of a

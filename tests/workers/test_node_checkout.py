@@ -10,9 +10,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# What the worker does at start: Django's checks (which open the database) and the task modules.
 _LOAD = """
 import django
 django.setup()
+from django.core.management import call_command
+call_command("check", databases=["default"])
 import workers.celery, workers.presence, runners.node
 """
 
