@@ -20,9 +20,9 @@ from runners.errors import (
     RunnerError,
     ServerFailed,
 )
-from runners.install import WheelIndexUnreachable, WheelMissing
 from runners.server import failure_line
 from runners.text import one_line
+from runners.wheel_index import WheelIndexUnreachable, WheelMissing
 
 
 class Heartbeat:

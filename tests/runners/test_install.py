@@ -13,15 +13,13 @@ from runners.envs import env_path
 from runners.errors import InstallRefused
 from runners.install import (
     CPU_INCOMPATIBLE_PACKAGES,
-    WheelIndexUnreachable,
-    WheelMissing,
     env_python_resolve,
     guidellm_recipe,
     vllm_env_ensure,
     vllm_recipe,
-    wheel_available,
 )
 from runners.suites import InstallMethod, InstallSpec, MissingWheel, suite_get
+from runners.wheel_index import WheelIndexUnreachable, WheelMissing, wheel_available
 
 SHA = "82a85dc1e5c2a4b8f0e3d6a7c9b1f2e4d5a6b7c8"
 WHEEL_SHA = "0f1e2d3c4b5a69788796a5b4c3d2e1f001122334"
