@@ -22,8 +22,10 @@ from pathlib import Path
 import pytest
 
 from runners.envs import cache_dir_resolve
+from runners.install import guidellm_env_ensure
 from runners.pipeline import benchmark_execute
 from runners.suites import InstallMethod, suite_get
+from runners.tiny_model import tiny_model_ensure, tiny_model_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2400)]
 
@@ -143,8 +145,24 @@ def recording_proxy(monkeypatch) -> Iterator[list[str]]:
     listener.close()
 
 
+@pytest.fixture
+def fresh_vllm_cache(tmp_path) -> Path:
+    """A cache holding the real guidellm environment and tiny model, and no vLLM environment: the commit's
+    wheel is installed every time, never found ready from an earlier run."""
+    real = cache_dir_resolve()
+    guidellm = guidellm_env_ensure(cache_dir=real, log_path=tmp_path / "guidellm-install.log", timeout_s=1800)
+    model = real / "models" / tiny_model_name()
+    tiny_model_ensure(python=guidellm.executable(name="python"), directory=model, log_path=tmp_path / "m.log")
+    cache = tmp_path / "cache"
+    (cache / "envs").mkdir(parents=True)
+    (cache / "envs" / guidellm.path.name).symlink_to(guidellm.path)
+    (cache / "models").mkdir()
+    (cache / "models" / model.name).symlink_to(model)
+    return cache
+
+
 def test_a_cpu_wheel_from_a_per_commit_index_is_installed_served_and_benchmarked(
-    tmp_path, commit_index, recording_proxy, monkeypatch
+    tmp_path, fresh_vllm_cache, commit_index, recording_proxy, monkeypatch
 ) -> None:
     index_url, asked = commit_index
     # The node's mirror setting, as a B300 node would point at wheels.vllm.ai or its own copy of it.
@@ -170,6 +188,7 @@ def test_a_cpu_wheel_from_a_per_commit_index_is_installed_served_and_benchmarked
         work_dir=tmp_path / "work",
         on_stage=stages.append,
         heartbeat=lambda: None,
+        cache_dir=fresh_vllm_cache,
     )
 
     assert stages == ["installing", "starting_server", "benchmarking"]
