@@ -119,12 +119,20 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'var' / 'perfwatch.sqlite3'}")}
+# A runner node never opens the database nor serves a page, and writes nothing inside its checkout (which
+# is often root's, while the node runs as an unprivileged user).
+_RUNNER_NODE = bool(env.str("PERFWATCH_RUNNER_HARDWARE_CLASS", default=""))
+# Its Django checks at worker start still open one: an in-memory database, so no file appears anywhere.
+_DATABASE_DEFAULT = (
+    "sqlite://:memory:" if _RUNNER_NODE else f"sqlite:///{BASE_DIR / 'var' / 'perfwatch.sqlite3'}"
+)
+DATABASES = {"default": env.db("DATABASE_URL", default=_DATABASE_DEFAULT)}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded demo runs the web server and a loader against one file: wait rather than fail.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    if DATABASES["default"]["NAME"] != ":memory:":
+        Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # PostgreSQL compiles a plan to machine code once its estimated cost is high, as the pages' reads of a
     # year of history are: 0.2-0.4 s of compiling for queries that run in less.
@@ -138,7 +146,8 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "var" / "staticfiles"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start when it is missing
+if not _RUNNER_NODE:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start when it is missing
 # `collectstatic` names every file after its content and writes gzip and brotli copies beside it: WhiteNoise
 # serves the hashed names with a far-future immutable Cache-Control, and the compressed copy the browser
 # accepts. Every place that serves pages collects first (Dockerfile, `make demo`, `make bench`, tests).
@@ -223,7 +232,7 @@ PERFWATCH_API_URL = env.str("PERFWATCH_API_URL", default="http://127.0.0.1:8000"
 PERFWATCH_RUNNER_TOKEN = env.str("PERFWATCH_RUNNER_TOKEN", default="")
 # Everything a runner node is told, and nothing more (no database): deploy/runner.env.example, the systemd
 # unit, compose's runner service and the README use exactly these. The runners package itself reads
-# PERFWATCH_ENV_PYTHON and PERFWATCH_CACHE_DIR.
+# PERFWATCH_ENV_PYTHON, PERFWATCH_CACHE_DIR and the installers' settings (runners/node_setup.py).
 RUNNER_NODE_VARIABLES = (
     "CELERY_BROKER_URL",
     "PERFWATCH_SIGNING_KEY",
@@ -236,10 +245,22 @@ RUNNER_NODE_VARIABLES = (
     "PERFWATCH_ENV_PYTHON",
     "PERFWATCH_CACHE_DIR",
     "PERFWATCH_WORK_DIR",
+    "PERFWATCH_WHEEL_INDEX_URL",
+    "PERFWATCH_INDEX_URL",
+    "PERFWATCH_EXTRA_INDEX_URL",
+    "PERFWATCH_FIND_LINKS",
+    "PERFWATCH_CA_BUNDLE",
+    "PERFWATCH_NATIVE_TLS",
+    "PERFWATCH_SERVE_PORTS",
 )
 PERFWATCH_RUN_LEASE_S = env.int("PERFWATCH_RUN_LEASE_S", default=180)
 PERFWATCH_HEARTBEAT_S = env.int("PERFWATCH_HEARTBEAT_S", default=30)
+# A run whose node said it holds the finished report (stage `storing`) is waited for this long past its
+# lease before it is queued again: the node keeps the report and re-sends it when the dashboard answers.
+PERFWATCH_REPORT_HOLD_S = env.int("PERFWATCH_REPORT_HOLD_S", default=24 * 3600)
 PERFWATCH_QUEUED_REDISPATCH_S = env.int("PERFWATCH_QUEUED_REDISPATCH_S", default=6 * 3600)
+# A wheel_index run whose commit has no wheel yet (suite: missing_wheel: wait) is tried again this much later.
+PERFWATCH_WHEEL_WAIT_S = env.int("PERFWATCH_WHEEL_WAIT_S", default=900)
 PERFWATCH_WORK_DIR = env.str("PERFWATCH_WORK_DIR", default=str(BASE_DIR / "var" / "runs"))
 
 # GitHub: main's history from a bare mirror (or the REST API), tracking issues, and the webhook.

@@ -119,12 +119,13 @@ class RunnerApi:
     def stage(self, *, run_id: int, stage: str) -> None:
         self._delivered(f"runs/{run_id}/stage/", {"stage": stage})
 
-    def complete(self, *, run_id: int, raw_report: bytes, evidence: Mapping[str, Any]) -> None:
-        """Hand over a finished run's report and evidence (environment, telemetry, metrics, logs...)."""
-        self._delivered(
-            f"runs/{run_id}/complete/",
-            {**evidence, "report": base64.b64encode(raw_report).decode()},
-        )
+    def complete_body(self, *, run_id: int, body: Mapping[str, Any], retry: bool = True) -> None:
+        """Hand over a finished run's report and evidence (runners/delivery.py builds and keeps the body);
+        `retry` False tries once, for a re-send of a kept report."""
+        if retry:
+            self._delivered(f"runs/{run_id}/complete/", body)
+        else:
+            self._post(f"runs/{run_id}/complete/", body)
 
     def profile(
         self,
@@ -156,9 +157,14 @@ class RunnerApi:
         retryable: bool,
         evidence: Mapping[str, Any],
         raw_report: bytes | None = None,
+        waiting: bool = False,
+        retries_max: int | None = None,
     ) -> str:
-        """Report a failure with its evidence; return the run's new status ("queued" or "failed")."""
-        body = {**evidence, "reason": reason, "retryable": retryable}
+        """Report a failure with its evidence; return the run's new status ("queued" or "failed").
+        `waiting`: not a failure but "not yet" (no wheel yet), to be tried again later."""
+        body = {**evidence, "reason": reason, "retryable": retryable, "waiting": waiting}
+        if retries_max is not None:
+            body["retries_max"] = retries_max
         if raw_report:
             body["report"] = base64.b64encode(raw_report).decode()
         return str(self._delivered(f"runs/{run_id}/fail/", body)["status"])

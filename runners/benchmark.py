@@ -177,6 +177,15 @@ def benchmark_run(
             raw=raw, expected_concurrencies=expected_concurrencies, max_error_rate=max_error_rate
         )
     except ReportInvalid as exc:
+        if exc.blame == BLAME_BENCH and exc.level_index:
+            # Lower levels completed and this one did not: the same node will not meet it next time.
+            raise RunFailed(
+                stage="benchmarking",
+                reason=f"this node cannot meet a level: {exc.reason}; the {exc.level_index} level(s) "
+                "before it completed and are kept in the run's report. Lengthen the suite's levels "
+                "(max_seconds) or lower that level's streams",
+                log_tail=log_tail(path=log_path),
+            ) from exc
         whose = {BLAME_SERVER: "the server failed requests", BLAME_BENCH: "the bench failed"}
         raise RunFailed(
             stage="benchmarking",

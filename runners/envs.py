@@ -126,12 +126,15 @@ def env_ensure(
     log_path: Path,
     timeout_s: float,
     cancel: threading.Event | None = None,
+    programs: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> Path:
     """Return the recipe's environment, building it first if no complete build exists.
 
     The build (waiting for another builder's lock included) gets `timeout_s` in all, each step no more
     than its own cap; output goes to `log_path`. A failing step raises CommandFailed and leaves nothing
-    that a later call would reuse.
+    that a later call would reuse. `programs` maps a step's bare program name (uv) to the path this
+    machine runs, and `extra_env` adds this machine's installer settings: neither is part of the key.
     """
     deadline = time.monotonic() + timeout_s
     ready = env_ready(recipe=recipe, cache_dir=cache_dir)
@@ -151,12 +154,13 @@ def env_ensure(
         try:
             for step in recipe.steps:
                 argv, step_env = step.render(env_dir=build_dir)
+                argv = ((programs or {}).get(argv[0], argv[0]), *argv[1:])
                 remaining_s = max(1.0, deadline - time.monotonic())
                 command_run(
                     argv=argv,
                     log_path=log_path,
                     timeout_s=min(step.timeout_s, remaining_s),
-                    env={**os.environ, **step_env},
+                    env={**os.environ, **(extra_env or {}), **step_env},
                     cancel=cancel,
                 )
             (build_dir / COMPLETE_MARKER).write_text(

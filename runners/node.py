@@ -7,15 +7,20 @@ whatever evidence exists. It never touches the database: the server holds the tr
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from runners.api_client import ApiUnreachable, RunnerApi, RunNotHeld
+from runners.api_client import ApiRefused, ApiUnreachable, RunnerApi, RunNotHeld
+from runners.delivery import INGEST_COMMAND, complete_body, report_deliver, report_keep
 from runners.errors import RunFailed
 from runners.fingerprint import environment_fingerprint
 from runners.pipeline import BenchmarkOutcome, benchmark_execute
+from runners.run_control import Heartbeat
 from runners.stages import LOG_NAMES, STAGE_STORING, log_path
 from runners.suites import SuiteSpec
 
@@ -74,7 +79,9 @@ def node_run_execute(*, api: RunnerApi, run_id: int, runner_name: str, work_root
         # requeues the run if it does not.
         try:
             api.heartbeat(run_id=run_id, logs=log_tails(work_dir))
-        except ApiUnreachable as error:
+        except (ApiUnreachable, ApiRefused) as error:
+            if isinstance(error, ApiRefused) and error.status < 500:
+                raise
             logger.warning("heartbeat of run %s not delivered: %s", run_id, error)
 
     try:
@@ -93,10 +100,19 @@ def node_run_execute(*, api: RunnerApi, run_id: int, runner_name: str, work_root
         logger.info("run %s was cancelled or requeued: stopped", run_id)
         return None
     except RunFailed as error:
+        logger.warning(
+            "run %s failed at %s (%s): %s",
+            run_id,
+            error.stage,
+            "waiting" if error.waiting else "retryable" if error.retryable else "final",
+            error.reason,
+        )
         return api.fail(
             run_id=run_id,
             reason=f"{error.stage}: {error.reason}",
             retryable=error.retryable,
+            waiting=error.waiting,
+            retries_max=error.retries_max,
             evidence={
                 "environment": node_environment,
                 "commands": _commands_text(dict(error.commands)),
@@ -104,7 +120,6 @@ def node_run_execute(*, api: RunnerApi, run_id: int, runner_name: str, work_root
             },
             raw_report=error.raw_report,
         )
-    api.stage(run_id=run_id, stage=STAGE_STORING)
     if outcome.profile is not None:
         api.profile(
             run_id=run_id,
@@ -114,5 +129,52 @@ def node_run_execute(*, api: RunnerApi, run_id: int, runner_name: str, work_root
             server_metrics=dict(outcome.profile.metrics_delta),
             settings=dict(outcome.profile.settings),
         )
-    api.complete(run_id=run_id, raw_report=outcome.raw_report, evidence=_evidence(outcome, work_dir))
-    return "succeeded"
+    return outcome_hand_over(
+        api=api,
+        run_id=run_id,
+        attempt=claimed.attempt,
+        runner_name=runner_name,
+        work_root=work_root,
+        body=complete_body(raw_report=outcome.raw_report, evidence=_evidence(outcome, work_dir)),
+        heartbeat=heartbeat,
+        heartbeat_interval_s=claimed.heartbeat_s,
+    )
+
+
+def outcome_hand_over(
+    *,
+    api: RunnerApi,
+    run_id: int,
+    attempt: int,
+    runner_name: str,
+    work_root: Path,
+    body: Mapping[str, Any],
+    heartbeat: Callable[[], None],
+    heartbeat_interval_s: float,
+) -> str | None:
+    """Keep the finished report on disk, say the node holds it, and upload it while the lease is renewed.
+
+    "succeeded" once stored; "kept" when the dashboard could not be reached (the node re-sends it each
+    time it says it is alive); None when the dashboard refused it (set aside on disk, for an operator).
+    """
+    kept = report_keep(work_root=work_root, run_id=run_id, attempt=attempt, runner=runner_name, body=body)
+    with Heartbeat(heartbeat=heartbeat, interval_s=heartbeat_interval_s, cancel=threading.Event()):
+        try:
+            # From here on the dashboard does not queue the run again: this node holds its result. If it
+            # was requeued meanwhile, the upload says whether the dashboard still takes this attempt.
+            with contextlib.suppress(RunNotHeld):
+                api.stage(run_id=run_id, stage=STAGE_STORING)
+            stored = report_deliver(api=api, kept=kept)
+        except (ApiUnreachable, ApiRefused) as error:
+            if isinstance(error, ApiRefused) and error.status < 500:
+                raise
+            logger.warning(
+                "run %s finished but its report could not be delivered (%s): kept at %s, re-sent when the "
+                "dashboard answers (or on the dashboard: %s FILE)",
+                run_id,
+                error,
+                kept.path,
+                INGEST_COMMAND,
+            )
+            return "kept"
+    return "succeeded" if stored else None

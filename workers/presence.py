@@ -1,5 +1,6 @@
-"""A runner node says it is alive even while it holds no run, so the runners page can tell an idle
-node from a dead one."""
+"""A runner node checks at start-up that its host has every program its install recipes call, then says
+it is alive even while it holds no run, so the runners page can tell an idle node from a dead one; each
+time the dashboard answers, the node re-sends the finished reports it kept while it could not."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 import threading
 from typing import Any
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_ready, worker_shutdown
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
@@ -15,7 +16,10 @@ _stop = threading.Event()
 
 
 def _beat(*, hardware_class: str) -> None:
+    from pathlib import Path
+
     from runners.api_client import ApiRefused, ApiUnreachable
+    from runners.delivery import reports_resend
     from runners.fingerprint import environment_fingerprint
     from workers.tasks import runner_api
 
@@ -24,9 +28,28 @@ def _beat(*, hardware_class: str) -> None:
     while not _stop.is_set():
         try:
             api.presence(environment=environment)
+            # The dashboard answers: hand over what finished while it did not (or before a restart).
+            reports_resend(api=api, work_root=Path(settings.PERFWATCH_WORK_DIR))
         except (ApiRefused, ApiUnreachable) as error:  # the next beat tries again; the node keeps working
             logger.warning("runner presence not recorded: %s", error)
         _stop.wait(settings.PERFWATCH_HEARTBEAT_S)
+
+
+@worker_init.connect
+def node_tools_check(**_: Any) -> None:
+    """Stop a runner node that could not install anything, with the line that says what to install."""
+    if not settings.PERFWATCH_RUNNER_HARDWARE_CLASS:
+        return
+    from runners.node_setup import NodeMisconfigured
+    from runners.node_setup import node_tools_check as check
+
+    try:
+        tools = check()
+    except NodeMisconfigured as error:
+        logger.critical("this runner node cannot build environments: %s", error)
+        # Celery logs and swallows a receiver's exceptions; SystemExit is not one of them.
+        raise SystemExit(f"perfwatch runner: {error}") from None
+    logger.info("runner node tools: %s", tools.summary())
 
 
 @worker_ready.connect

@@ -93,8 +93,19 @@ class _Evidence(Body):
     logs: Logs = {}
 
 
+class DeliveryBody(Body):
+    """How a finished report reached the dashboard: `resent` after the node kept it for `kept_s`."""
+
+    resent: bool = False
+    kept_at: Annotated[Text, Field(max_length=40)] | None = None
+    kept_s: Annotated[Finite, Field(ge=0, lt=10**9)] = 0.0
+
+
 class CompleteBody(_Evidence):
     report: Base64Report
+    # The attempt the report is of: a late report of an attempt requeued meanwhile is still the run's.
+    attempt: Annotated[int, Field(ge=1, le=1000)] | None = None
+    delivery: DeliveryBody | None = None
     vllm_version: Annotated[Text, Field(max_length=100)] | None = None
     telemetry: Annotated[list[JsonObject], Field(max_length=MAX_TELEMETRY_SAMPLES)] = []
     server_metrics: JsonObject = {}
@@ -104,6 +115,9 @@ class CompleteBody(_Evidence):
 class FailBody(_Evidence):
     reason: Annotated[EvidenceText, Field(min_length=1, max_length=10_000, pattern=r"\S")]
     retryable: bool = False
+    # Waiting for the commit's wheel: queued again without spending an attempt.
+    waiting: bool = False
+    retries_max: Annotated[int, Field(ge=0, le=10)] | None = None
     report: Base64Report | None = None
 
 

@@ -161,6 +161,8 @@ class Suite(models.Model):
     max_error_rate = models.FloatField(default=0.0, help_text="Errored share of requests tolerated per level")
     oldest_supported_commit = models.CharField(max_length=40, blank=True)
     is_active = models.BooleanField(default=True)
+    # When the suite was first loaded: a hardware class no node ever served has waited since then.
+    created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:
         return self.name

@@ -251,3 +251,37 @@ def runners_overview(*, since: datetime) -> list[RunnerOverview]:
         )
         for runner in runners
     ]
+
+
+@dataclass(frozen=True)
+class DisturbedRun:
+    """A stored run measured on a busy node or a GPU another process used: its numbers may be the node's."""
+
+    run_id: int
+    commit_sha: str
+    why: str
+
+
+def runs_disturbed(*, suite_id: int, hardware_class: str, limit: int = 500) -> list[DisturbedRun]:
+    """The newest succeeded runs of a suite on a hardware class whose node recorded it was disturbed."""
+    rows = (
+        Run.objects.filter(suite_id=suite_id, hardware_class=hardware_class, status=RunStatus.SUCCEEDED)
+        .filter(Q(environment__node_busy=True) | Q(environment__gpu_shared=True))
+        .order_by("-finished_at")
+        .values_list(
+            "pk",
+            "commit__sha",
+            "environment__node_busy",
+            "environment__node_load_1m_before",
+            "environment__gpu_shared",
+        )[:limit]
+    )
+    found = []
+    for run_id, sha, busy, load, shared in rows:
+        reasons = []
+        if busy is True:
+            reasons.append(f"busy node (load {load:g})" if isinstance(load, int | float) else "busy node")
+        if shared is True:
+            reasons.append("GPU shared with another process")
+        found.append(DisturbedRun(run_id=run_id, commit_sha=sha, why=", ".join(reasons)))
+    return found

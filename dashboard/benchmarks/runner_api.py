@@ -161,16 +161,22 @@ def run_stage(request: HttpRequest, run_id: int, *, token: ApiToken, body: Stage
     return JsonResponse({"run": run_id, "stage": body.stage})
 
 
-@_runner_endpoint(CompleteBody)
-def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: CompleteBody) -> JsonResponse:
-    """Store a held run's results exactly once. A report that does not validate fails the run."""
-    runner = _runner(token)
-    if runner is None:
-        return _not_held(run_id, token)
+class ReportRefused(Exception):
+    """A finished run's report does not validate; the run was failed with the reason."""
+
+
+def complete_store(*, run_id: int, runner: Runner, body: CompleteBody) -> Run:
+    """Store a finished run's upload (from the API or, by hand, from the file a node kept) exactly once.
+
+    Raises ReportRefused for a report that does not validate (the run is failed with the reason),
+    runs.RunNotOwned when the run is not this runner's to complete.
+    """
     raw = report_decoded(body.report)
-    run = runs.runs_held(run_id, runner).select_related("suite").first()
+    attempt = body.attempt
+    kept_s = body.delivery.kept_s if body.delivery is not None and body.delivery.resent else None
+    run = Run.objects.select_related("suite").filter(pk=run_id).first()
     if run is None:
-        return _not_held(run_id, token)
+        raise runs.RunNotOwned(f"no run {run_id}")
     logs, commands = dict(body.logs), dict(body.commands)
     try:
         report = report_parse(
@@ -181,10 +187,12 @@ def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: Co
             run_id=run_id, runner=runner, reason=f"storing: invalid report: {error.reason}", logs=logs,
             commands=commands, raw_report=raw,
         )  # fmt: skip
-        return JsonResponse({"error": f"invalid report: {error.reason}", "field": "report"}, status=400)
-    services.run_complete(
+        raise ReportRefused(f"invalid report: {error.reason}") from None
+    return services.run_complete(
         run_id=run_id,
         runner=runner,
+        attempt=attempt,
+        kept_s=kept_s,
         result=services.RunResult(
             raw_report=raw,
             report=report,
@@ -197,6 +205,18 @@ def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: Co
             accuracy=_accuracy(body.accuracy),
         ),
     )
+
+
+@_runner_endpoint(CompleteBody)
+def run_complete(request: HttpRequest, run_id: int, *, token: ApiToken, body: CompleteBody) -> JsonResponse:
+    """Store a held run's results exactly once. A report that does not validate fails the run."""
+    runner = _runner(token)
+    if runner is None:
+        return _not_held(run_id, token)
+    try:
+        complete_store(run_id=run_id, runner=runner, body=body)
+    except ReportRefused as refusal:
+        return JsonResponse({"error": str(refusal), "field": "report"}, status=400)
     return JsonResponse({"run": run_id, "status": RunStatus.SUCCEEDED})
 
 
@@ -224,13 +244,17 @@ def run_profile(request: HttpRequest, run_id: int, *, token: ApiToken, body: Pro
 
 @_runner_endpoint(FailBody)
 def run_fail(request: HttpRequest, run_id: int, *, token: ApiToken, body: FailBody) -> JsonResponse:
-    """A held run failed: queued again when the bench failed and attempts are left, else failed, keeping
-    its logs, commands and any report; 409 (stop) when the run is not held by this runner."""
+    """A held run failed: queued again when it waits for its wheel, or when the bench failed and attempts
+    are left, else failed, keeping its logs, commands and any report; 409 (stop) when not held."""
     runner = _runner(token)
     if runner is None:
         return _not_held(run_id, token)
     raw_report = report_decoded(body.report) if body.report else None
-    if body.retryable and runs.run_requeue_after_timeout(run_id=run_id, runner=runner, reason=body.reason):
+    if body.waiting and runs.run_requeue_waiting(run_id=run_id, runner=runner, reason=body.reason):
+        return JsonResponse({"run": run_id, "status": RunStatus.QUEUED})
+    if body.retryable and runs.run_requeue_after_timeout(
+        run_id=run_id, runner=runner, reason=body.reason, retries_max=body.retries_max
+    ):
         return JsonResponse({"run": run_id, "status": RunStatus.QUEUED})
     runs.run_fail(
         run_id=run_id,

@@ -243,12 +243,18 @@ def run_fail(
         run.save()
 
 
-def run_requeue_after_timeout(*, run_id: int, runner: Runner, reason: str) -> bool:
-    """Queue a held run again after a step timed out, while it has attempts left; False when it has none."""
+def run_requeue_after_timeout(
+    *, run_id: int, runner: Runner, reason: str, retries_max: int | None = None
+) -> bool:
+    """Queue a held run again after a step timed out (or the node killed its server), while it has
+    attempts left, and no more than `retries_max` retries for this kind of failure; False when none."""
     line = one_line(reason, limit=400)
     with transaction.atomic():
         run = runs_held(run_id, runner).select_for_update().select_related("suite").first()
-        if run is None or run.attempt >= run.max_attempts:
+        allowed = run.max_attempts if run is not None else 0
+        if retries_max is not None:
+            allowed = min(allowed, 1 + retries_max)
+        if run is None or run.attempt >= allowed:
             return False
         run.status, run.failure_reason = (
             RunStatus.QUEUED,
@@ -263,21 +269,62 @@ def run_requeue_after_timeout(*, run_id: int, runner: Runner, reason: str) -> bo
     return True
 
 
+def _leases_expired(*, now: datetime) -> Any:
+    """Active runs whose lease ran out. A run in `storing` is one whose node holds its finished report:
+    it is waited for (the node re-sends it when the dashboard answers) for PERFWATCH_REPORT_HOLD_S more."""
+    held_since = now - timedelta(seconds=settings.PERFWATCH_REPORT_HOLD_S)
+    return Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, lease_expires_at__lt=now).exclude(
+        status=RunStatus.STORING, lease_expires_at__gte=held_since
+    )
+
+
+# How many times a run waits for its commit's wheel before it gives up (with the wait, about two hours).
+WHEEL_WAITS_MAX = 8
+
+
+def run_requeue_waiting(*, run_id: int, runner: Runner, reason: str) -> bool:
+    """Put a held run back in the queue for later, costing no attempt: the node found nothing to run yet
+    (no wheel for the commit). Its message goes out again PERFWATCH_WHEEL_WAIT_S from now, through the
+    resend of stale queued runs. False once it has waited WHEEL_WAITS_MAX times (then it fails)."""
+    line = one_line(reason, limit=400)
+    with transaction.atomic():
+        run = runs_held(run_id, runner).select_for_update().first()
+        if run is None:
+            return False
+        waits = sum(1 for entry in run.attempts if str(entry.get("outcome", "")).startswith("waiting:"))
+        if waits >= WHEEL_WAITS_MAX:
+            return False
+        now = timezone.now()
+        attempt_close(run, f"waiting: {line}", now)
+        run.status, run.attempt = RunStatus.QUEUED, max(0, run.attempt - 1)
+        run.failure_reason = f"waiting ({waits + 1} of {WHEEL_WAITS_MAX}): {line}"
+        run.queued_at, run.started_at, run.lease_expires_at = now, None, None
+        run.stage_durations, run.stage_started_at = {}, None
+        # runs_redispatch_stale sends the message again once dispatched_at is that old.
+        run.dispatched_at = now - timedelta(
+            seconds=settings.PERFWATCH_QUEUED_REDISPATCH_S - settings.PERFWATCH_WHEEL_WAIT_S
+        )
+        run.save()
+    return True
+
+
 def runs_requeue_expired() -> list[int]:
-    """Requeue runs whose runner stopped renewing its lease; fail them after their last attempt."""
+    """Requeue runs whose runner stopped renewing its lease; fail them after their last attempt. A run
+    whose node holds its finished report is not queued again while the report may still come."""
     now = timezone.now()
     requeued: list[int] = []
-    expired = Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, lease_expires_at__lt=now)
+    expired = _leases_expired(now=now)
     for run_id in expired.values_list("pk", flat=True):
         with transaction.atomic():
-            run = (
-                Run.objects.select_for_update(skip_locked=True)
-                .filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES, lease_expires_at__lt=now)
-                .first()
-            )
+            run = _leases_expired(now=now).select_for_update(skip_locked=True).filter(pk=run_id).first()
             if run is None:
                 continue
             lost = f"runner {run.runner.name if run.runner else '?'} stopped answering during {run.status}"
+            if run.status == RunStatus.STORING:
+                lost = (
+                    f"runner {run.runner.name if run.runner else '?'} held a finished report but did not "
+                    f"deliver it within {settings.PERFWATCH_REPORT_HOLD_S} s"
+                )
             if run.attempt >= run.max_attempts:
                 run.status, run.finished_at = RunStatus.FAILED, now
                 run.failure_reason = f"{lost}; gave up after {run.attempt} attempts"

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
-from dashboard.benchmarks.models import Commit, Run, RunKind, RunStatus, Suite
+from django.db.models import Max
+from django.utils import timezone
+
+from dashboard.benchmarks.models import Commit, Run, RunKind, Runner, RunStatus, Suite
 from dashboard.benchmarks.runs import run_enqueue
 from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.benchmarks.suites import suite_runnable
@@ -92,11 +97,52 @@ def _release_tag_commit(name: str) -> Commit | None:
     return Commit.objects.filter(tags__name=name).first()
 
 
+# A hardware class is served while one of its nodes said it was alive this recently; a node down for a
+# day's maintenance does not stop its class's schedule, one that never came does.
+NODE_SERVING_WINDOW = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class NodeWait:
+    """An active suite that no node of its hardware class serves: since when it waits for one (the last
+    node of the class seen, else the suite's creation)."""
+
+    hardware_class: str
+    since: datetime
+    ever_seen: bool
+
+
+def suites_waiting_for_nodes(*, now: datetime | None = None) -> dict[int, NodeWait]:
+    """Active suites whose hardware class has no node alive within NODE_SERVING_WINDOW, by suite id."""
+    now = now or timezone.now()
+    last_seen = dict(
+        Runner.objects.filter(last_heartbeat_at__isnull=False)
+        .values("hardware_class")
+        .annotate(last=Max("last_heartbeat_at"))
+        .values_list("hardware_class", "last")
+        .order_by()
+    )
+    waiting = {}
+    for suite in Suite.objects.filter(is_active=True).only("pk", "hardware_class", "created_at"):
+        seen = last_seen.get(suite.hardware_class)
+        if seen is None or seen < now - NODE_SERVING_WINDOW:
+            waiting[suite.pk] = NodeWait(
+                hardware_class=suite.hardware_class,
+                since=seen or suite.created_at,
+                ever_seen=seen is not None,
+            )
+    return waiting
+
+
 def runs_schedule_all() -> list[Run]:
-    """One scheduling pass over every active suite whose install method follows main's commits."""
+    """One scheduling pass over every active suite whose install method follows main's commits and whose
+    hardware class a node serves: runs for a class with no node would only pile up in its queue."""
     queued: list[Run] = []
+    waiting = suites_waiting_for_nodes()
     for suite in Suite.objects.filter(is_active=True):
         if suite.installs_releases:
             continue  # release suites run what benchmark_versions asks for, not every commit
+        if suite.pk in waiting:
+            continue
         queued.extend(runs_schedule(suite=suite))
     return queued

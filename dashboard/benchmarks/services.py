@@ -226,27 +226,64 @@ class RunResult:
     accuracy: AccuracyResult | None = None
 
 
-def run_complete(*, run_id: int, runner: Runner, result: RunResult) -> Run:
-    """Store the results of a held run exactly once and mark it succeeded."""
+def run_complete(
+    *,
+    run_id: int,
+    runner: Runner,
+    result: RunResult,
+    attempt: int | None = None,
+    kept_s: float | None = None,
+) -> Run:
+    """Store the results of a held run exactly once and mark it succeeded.
+
+    A report of `attempt` that arrives after its run was queued again (the lease ran out while the node
+    could not reach the dashboard), before any runner claimed it anew, is stored too: that attempt
+    finished, and running it again would only measure it twice. `kept_s` (given for a report the node
+    kept because its first upload failed) is how long it waited; the run's history says so.
+    """
     with transaction.atomic():
         run = runs_held(run_id, runner).select_for_update().select_related("suite", "commit").first()
+        late = False
+        if run is None and attempt is not None:
+            run = (
+                Run.objects.select_for_update()
+                .select_related("suite", "commit")
+                .filter(pk=run_id, status=RunStatus.QUEUED, runner=runner, attempt=attempt)
+                .first()
+            )
+            late = run is not None
         if run is None:
             raise RunNotOwned(f"run {run_id} is no longer held by {runner.name}; its results are discarded")
         now = timezone.now()
         run.status, run.finished_at, run.stage_durations = (
             RunStatus.SUCCEEDED,
             now,
-            stage_durations_closed(run, now),
+            stage_durations_closed(run, now) if not late else run.stage_durations,
         )
         run.lease_expires_at = None
+        run.failure_reason = ""
         run.environment = result.environment
         run.vllm_version = result.vllm_version[:100]
         run.telemetry = result.telemetry
         run.server_metrics = result.server_metrics
         run.commands = result.commands
         run.logs = log_tails_kept(result.logs)
-        attempt_close(run, "succeeded", now)
+        attempt_close(run, _delivery_outcome(runner=runner, late=late, kept_s=kept_s), now)
         run_results_store(run=run, report=result.report, raw_report=result.raw_report)
         if result.accuracy is not None:
             accuracy_store(run=run, accuracy=result.accuracy)
     return run
+
+
+def _delivery_outcome(*, runner: Runner, late: bool, kept_s: float | None) -> str:
+    if late:
+        return (
+            f"succeeded: the report {runner.name} kept while the dashboard was unreachable arrived "
+            f"{kept_s or 0:.0f} s after the benchmark, after the run was queued again; stored, not run again"
+        )
+    if kept_s is not None:
+        return (
+            f"succeeded: the report was kept on {runner.name} for {kept_s:.0f} s while the dashboard was "
+            "unreachable, then delivered"
+        )
+    return "succeeded"

@@ -150,6 +150,22 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _load_text(environment: Mapping[str, Any]) -> str:
+    before, after = environment.get("node_load_1m_before"), environment.get("node_load_1m_after")
+    if not isinstance(before, int | float):
+        return ""
+    text = (
+        f"{before:g} before, {after:g} after the benchmark (1-min load, {environment.get('node_cpus')} CPUs)"
+    )
+    return f"busy: {text}" if environment.get("node_busy") else text
+
+
+def _shared_text(shared: object) -> str:
+    if shared is True:
+        return "yes: another process used it during the run"
+    return "no" if shared is False else ""
+
+
 def environment_facts(*, run: Run) -> list[Fact]:
     """The fingerprint of the node and software a run used, in reading order; unknown values left out."""
     environment: Mapping[str, Any] = run.environment or {}
@@ -178,6 +194,8 @@ def environment_facts(*, run: Run) -> list[Fact]:
         Fact("CPU", cpu),
         Fact("Memory", f"{memory:g} GiB" if isinstance(memory, int | float) else ""),
         Fact("GPU data from", _text(environment.get("gpu_source"))),
+        Fact("Node load", _load_text(environment)),
+        Fact("GPU shared", _shared_text(environment.get("gpu_shared"))),
     ]
     return [fact for fact in candidates if fact.value]
 

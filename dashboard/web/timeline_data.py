@@ -14,6 +14,7 @@ from django.db.models import Count, Max, Q
 
 from dashboard.benchmarks.columns import commit_days, commit_positions, commits_facts, timeline_columns
 from dashboard.benchmarks.models import Run, RunStatus, Suite
+from dashboard.benchmarks.run_selectors import DisturbedRun, runs_disturbed
 from dashboard.github.models import Tag, TrackingIssue, TrackingIssueItem
 from dashboard.github.selectors import timeline_markers
 from dashboard.regressions.models import AlertGroup
@@ -63,6 +64,32 @@ def timeline_version(*, suite: Suite, hardware_class: str) -> TimelineVersion:
     return TimelineVersion(
         etag=hashlib.sha1(state.encode()).hexdigest()[:20], last_modified=max(moments, default=None)
     )
+
+
+def disturbed_runs_traces(
+    *, runs: Sequence[DisturbedRun], x_of: dict[str, float], run_url: Any
+) -> list[dict[str, Any]]:
+    """One trace flagging, along the top of the plot, each commit whose runs a busy node or a shared GPU
+    may have slowed; clicking one opens the run. customdata: (run url, why)."""
+    drawn = [run for run in runs if run.commit_sha in x_of]
+    if not drawn:
+        return []
+    return [
+        {
+            "type": "scatter",
+            "x": [x_of[run.commit_sha] for run in drawn],
+            "y": [0.97] * len(drawn),
+            "yaxis": "y2",
+            "mode": "markers",
+            "marker": {"symbol": "x-thin-open", "color": "#b45309", "size": 9, "line": {"width": 2}},
+            "name": "disturbed runs",
+            "customdata": [[run_url(run.run_id), run.why] for run in drawn],
+            "hovertemplate": "<b>Measured on a disturbed node</b><br>%{customdata[1]}<br>"
+            "click to open the run<extra></extra>",
+            "cliponaxis": False,
+            "meta": {"kind": "disturbed"},
+        }
+    ]
 
 
 def _marker_x(
@@ -124,11 +151,17 @@ def timeline_payload(
         metric: alert_markers(suite=suite, hardware_class=filters.hardware_class, metric=metric)
         for metric in metrics
     }
-    shas = {marker.drawn_at_sha for marker in markers} | {
-        marker.commit_sha for found in alerts.values() for marker in found
-    }
+    disturbed = runs_disturbed(suite_id=suite.pk, hardware_class=filters.hardware_class)
+    shas = (
+        {marker.drawn_at_sha for marker in markers}
+        | {marker.commit_sha for found in alerts.values() for marker in found}
+        | {run.commit_sha for run in disturbed}
+    )
     x_of = _marker_x(shas, by_position=columns.by_position, drawn_x=drawn_x, span=span) if shas else {}
-    marker_traces = markers_traces(markers=markers, x_of=x_of)
+    marker_traces = [
+        *markers_traces(markers=markers, x_of=x_of),
+        *disturbed_runs_traces(runs=disturbed, x_of=x_of, run_url=lambda run_id: f"/runs/{run_id}/"),
+    ]
     figures = {
         metric: timeline_figure(
             metric=metric,

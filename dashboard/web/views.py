@@ -18,6 +18,7 @@ from dashboard.benchmarks.capacity import CAPACITY_METRICS
 from dashboard.benchmarks.capacity_selectors import commit_accuracy_scores, commit_load_curves
 from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import WHOLE_RUN, Suite
+from dashboard.benchmarks.scheduling import suites_waiting_for_nodes
 from dashboard.benchmarks.selectors import HardwareFacet
 from dashboard.github.impact import commit_changes
 from dashboard.github.selectors import tracking_issues_active
@@ -75,7 +76,8 @@ def suites(request: HttpRequest) -> HttpResponse:
     by_suite: dict[int, list[overview_selectors.SuiteOverview]] = {}
     for item in overview_selectors.suites_overview():
         by_suite.setdefault(item.suite.pk, []).append(item)
-    rows = [(suite, by_suite.get(suite.pk, [])) for suite in selectors.suites_list()]
+    waiting = suites_waiting_for_nodes()
+    rows = [(suite, by_suite.get(suite.pk, []), waiting.get(suite.pk)) for suite in selectors.suites_list()]
     return render(request, "web/suites.html", {"rows": rows})
 
 

@@ -293,3 +293,34 @@ def test_a_run_queued_long_ago_gets_its_message_again(runner_queue, settings) ->
 
 def test_every_pipeline_stage_is_an_active_run_status() -> None:
     assert set(PIPELINE_STAGES) <= set(ACTIVE_RUN_STATUSES)
+
+
+def test_no_run_is_queued_for_a_hardware_class_no_node_serves_and_the_suites_page_says_so(
+    runner_queue, client
+) -> None:
+    from datetime import timedelta
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from dashboard.benchmarks.models import Runner
+    from dashboard.benchmarks.scheduling import runs_schedule_all
+
+    call_command("load_suites", verbosity=0)
+    CommitFactory.create_batch(3)
+
+    assert runs_schedule_all() == []  # the Kimi suites' b300 class has no node
+    page = client.get("/suites/").content.decode()
+    assert "waiting for a b300 node since" in page
+
+    seen = timezone.now() - timedelta(days=3)
+    Runner.objects.create(name="b300-node-1", hardware_class="b300", last_heartbeat_at=seen)
+    assert runs_schedule_all() == []  # gone for days: still not served
+    assert f"waiting for a b300 node since {seen:%Y-%m-%d %H:%M} UTC (the last one seen)" in (
+        client.get("/suites/").content.decode()
+    )
+
+    Runner.objects.filter(name="b300-node-1").update(last_heartbeat_at=timezone.now())
+    queued = runs_schedule_all()
+    assert queued and {run.hardware_class for run in queued} == {"b300"}
+    assert "waiting for a b300 node" not in client.get("/suites/").content.decode()

@@ -125,6 +125,47 @@ def test_a_bench_failure_is_queued_again_and_a_server_failure_keeps_its_evidence
     assert report_read(key=run.report_key) == b'{"benchmarks": []}' and run.report_sha256 == ""
 
 
+def test_a_killed_server_is_retried_once_only(tiny_run, node) -> None:
+    holder = node("cpu-node-1")
+    killed = {
+        "reason": "benchmarking: vllm serve was killed by SIGKILL during the benchmark; the node's doing",
+        "retryable": True,
+        "retries_max": 1,
+    }
+    holder(tiny_run.pk, "claim")
+
+    first = holder(tiny_run.pk, "fail", killed)
+    holder(tiny_run.pk, "claim")
+    second = holder(tiny_run.pk, "fail", killed)
+
+    assert first.json()["status"] == "queued" and second.json()["status"] == "failed"
+    run = Run.objects.get(pk=tiny_run.pk)
+    assert run.attempt == 2 < run.max_attempts
+    assert "killed by SIGKILL" in run.failure_reason
+
+
+def test_a_run_waiting_for_its_wheel_costs_no_attempt_and_is_sent_again_later(
+    tiny_run, node, settings
+) -> None:
+    from datetime import timedelta
+
+    holder = node("cpu-node-1")
+    holder(tiny_run.pk, "claim")
+    reason = "installing: no vllm wheel for 82a8... on https://wheels.vllm.ai yet: waiting for it"
+
+    waiting = holder(tiny_run.pk, "fail", {"reason": reason, "retryable": False, "waiting": True})
+
+    assert waiting.json()["status"] == "queued"
+    run = Run.objects.get(pk=tiny_run.pk)
+    assert run.attempt == 0 and run.failure_reason.startswith("waiting (1 of 8): installing: no vllm wheel")
+    assert run.attempts[-1]["outcome"].startswith("waiting: installing: no vllm wheel")
+    assert run_lifecycle.runs_redispatch_stale() == []  # not yet
+    assert run.dispatched_at is not None
+    earlier = run.dispatched_at - timedelta(seconds=settings.PERFWATCH_WHEEL_WAIT_S + 1)
+    Run.objects.filter(pk=run.pk).update(dispatched_at=earlier)
+    assert run_lifecycle.runs_redispatch_stale() == [run.pk]
+
+
 @pytest.mark.parametrize(
     ("action", "body", "field"),
     [

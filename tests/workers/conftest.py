@@ -17,6 +17,8 @@ import pytest
 import redis
 from django.conf import settings
 
+from runners.node_setup import NODE_OPTIONAL_VARIABLES
+
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER_ENV_HEADER = "# /etc/perfwatch/runner.env"
 
@@ -76,6 +78,8 @@ def start_worker(
             "PERFWATCH_SIGNING_KEY": "",
             "PERFWATCH_SIGNING_CERT": "",
             "PERFWATCH_SIGNING_TRUSTED": "",
+            # This machine's pip finds its packages through /etc/pip.conf, which pip reads under any user.
+            **{variable: os.environ.get(variable, "") for variable in NODE_OPTIONAL_VARIABLES},
         }
         documented = readme_runner_environment()
         assert set(values) == set(documented), "the README documents another runner environment"

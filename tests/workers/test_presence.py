@@ -36,3 +36,19 @@ def test_a_control_worker_is_not_a_runner(start_worker, tmp_path) -> None:
     )
     time.sleep(3)  # three heartbeat intervals: a runner would have registered by now
     assert not Runner.objects.exists()
+
+
+def test_a_runner_node_that_cannot_build_environments_stops_at_start_up_saying_why(
+    start_worker, tmp_path
+) -> None:
+    worker = start_worker(
+        name="cpu-bare", queue="runner.cpu", extra_env={"PERFWATCH_ENV_PYTHON": "python3.99"}
+    )
+
+    worker.wait(timeout=60)
+
+    log = (tmp_path / "worker-cpu-bare.log").read_text()
+    assert worker.returncode != 0
+    assert "cannot build environments: no python3.99 on PATH" in log and "python3.99-venv" in log
+    assert "ready." not in log
+    assert not Runner.objects.exists()
