@@ -2,8 +2,10 @@
 detects on it. The dataset is built once per DATASET_VERSION and reused.
 
 Scale: 10,000 commits x 3 suites x 2 hardware classes x concurrency 1/4/16 x 21 metrics (378 series,
-60,000 runs, 3.78 million measurements), 100 tracking-issue PRs, 1,000 alert groups. Everything but a
-sample is loaded in bulk (COPY); the sample goes through the ingest service as a runner's report would.
+60,000 runs, 3.78 million measurements), repeat runs (verification and culprit search) on 10 % of the
+commits, a release tag every two weeks, raw reports stored for a sample of runs, 100 tracking-issue PRs,
+1,000 alert groups. Everything but a sample is loaded in bulk (COPY); the sample goes through the ingest
+service as a runner's report would.
 """
 
 from __future__ import annotations
@@ -38,16 +40,18 @@ from dashboard.benchmarks.models import (
     Measurement,
     Repository,
     Run,
+    RunKind,
     RunStatus,
     Series,
     Suite,
 )
+from dashboard.benchmarks.report_storage import report_save
 from dashboard.benchmarks.services import report_ingest, repository_default
-from dashboard.github.models import PullRequest, PullRequestState, TrackingIssue, TrackingIssueItem
+from dashboard.github.models import PullRequest, PullRequestState, Tag, TrackingIssue, TrackingIssueItem
 from dashboard.regressions.detect.alerts import run_detect, suite_detect_history
 from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind
 
-DATASET_VERSION = "1"
+DATASET_VERSION = "2"
 COMMITS = 10_000
 SUITES = ("year-kimi-k3-8k1k", "year-llama4-1k1k", "year-deepseek-v4-32k1k")
 HARDWARE = ("b300", "h200")
@@ -66,6 +70,10 @@ OVERVIEW_CARDS = 500
 FLEET_COMMITS = 100
 TRACKED_PRS = 100
 ALERT_GROUPS = 1_000
+# What the loop adds to main's one run a commit: repeats where a change was verified or searched.
+REPEAT_SHARE = 0.10
+TAG_EVERY_COMMITS = COMMITS // 26
+STORED_REPORTS = 200
 START = datetime(2025, 12, 1, tzinfo=UTC)
 COMMIT_EVERY = timedelta(days=365) / COMMITS
 SUBJECT_WORDS = (
@@ -210,13 +218,100 @@ def dataset_build(*, say: Callable[[str], None]) -> DatasetFacts:
                     cursor.cursor.copy(f"COPY {Measurement._meta.db_table} ({columns}) FROM STDIN") as copy,
                 ):
                     copy.write(buffer.getvalue())
+        _repeats_build(commit_ids=commit_ids, suites=suites, series_rows=series_rows, rng=rng, say=say)
         _fleet_build(commit_ids=commit_ids, rng=rng, say=say)
+        _tags_build(repository=repository, commit_ids=commit_ids)
         say(f"tracking-issue PRs: {TRACKED_PRS}, alert groups: {ALERT_GROUPS} (bulk INSERT)")
         _github_build(repository=repository, commit_ids=commit_ids)
         _alerts_build(commit_ids=commit_ids, series_rows=series_rows, rng=rng)
+    _reports_build(say=say)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     return _facts(built_now=True)
+
+
+def _repeats_build(
+    *,
+    commit_ids: np.ndarray,
+    suites: list[Suite],
+    series_rows: list[Series],
+    rng: np.random.Generator,
+    say: Callable[[str], None],
+) -> None:
+    """A second run on REPEAT_SHARE of the commits of every suite and hardware class, as verification and
+    the culprit search leave them: their values a little off the first run's, by the same noise."""
+    chosen = np.sort(rng.choice(np.arange(COMMITS), size=int(COMMITS * REPEAT_SHARE), replace=False))
+    at = {int(index): START + COMMIT_EVERY * int(index) + timedelta(hours=9) for index in chosen}
+    pairs = [(suite, hardware) for suite in suites for hardware in HARDWARE]
+    say(f"repeat runs: {len(chosen) * len(pairs)} on {len(chosen)} commits a pair (COPY)")
+    rows_copy(
+        model=Run,
+        fields=("commit", "suite", "hardware_class", "status", "source", "kind", "queued_at", "finished_at"),
+        rows=(
+            (
+                int(commit_ids[index]),
+                suite.pk,
+                hardware,
+                RunStatus.SUCCEEDED,
+                "runner",
+                RunKind.VERIFICATION if order % 2 else RunKind.BISECTION,
+                at[int(index)],
+                at[int(index)],
+            )
+            for suite, hardware in pairs
+            for order, index in enumerate(chosen)
+        ),
+    )
+    repeat_ids = {
+        (suite_id, hardware, commit_id): pk
+        for pk, suite_id, hardware, commit_id in Run.objects.exclude(kind=RunKind.ROUTINE).values_list(
+            "pk", "suite_id", "hardware_class", "commit_id"
+        )
+    }
+    first_values = {
+        (series_id, commit_id): value
+        for series_id, commit_id, value in Measurement.objects.filter(
+            commit_id__in=[int(commit_ids[index]) for index in chosen],
+            series__in=series_rows,
+        ).values_list("series_id", "commit_id", "value")
+    }
+    buffer = io.StringIO()
+    for series in series_rows:
+        for index in chosen:
+            commit_id = int(commit_ids[index])
+            value = first_values[(series.pk, commit_id)] * (1 + rng.normal(0, 0.01))
+            run_id = repeat_ids[(series.suite_id, series.hardware_class, commit_id)]
+            buffer.write(f"{run_id}\t{series.pk}\t{commit_id}\t{value:.6g}\n")
+    _measurements_copy(buffer)
+
+
+def _tags_build(*, repository: Repository, commit_ids: np.ndarray) -> None:
+    """A release every two weeks, tagged as vLLM tags them."""
+    Tag.objects.bulk_create(
+        Tag(
+            repository=repository,
+            name=f"v0.{20 + order}.0",
+            sha=_sha(index),
+            commit_id=int(commit_ids[index]),
+        )
+        for order, index in enumerate(range(TAG_EVERY_COMMITS, COMMITS, TAG_EVERY_COMMITS))
+    )
+
+
+def _reports_build(*, say: Callable[[str], None]) -> None:
+    """Raw reports in the report storage for a sample of the year's runs, as the ingest stores them: what
+    a year of reports costs is measured from these, not assumed."""
+    raw = SAMPLE_REPORT.read_bytes()
+    runs = list(
+        Run.objects.filter(suite__name__in=SUITES)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:: max(1, COMMITS * len(SUITES) * len(HARDWARE) // STORED_REPORTS)][
+            :STORED_REPORTS
+        ]
+    )
+    say(f"stored reports: {len(runs)} of {len(raw) / 1024:.0f} KB each (gzip, report storage)")
+    for run_id in runs:
+        Run.objects.filter(pk=run_id).update(report_key=report_save(run_id=run_id, raw=raw))
 
 
 def _fleet_build(*, commit_ids: np.ndarray, rng: np.random.Generator, say: Callable[[str], None]) -> None:
@@ -344,7 +439,7 @@ STAGES_JS = """() => {
   return [nav.responseStart, nav.domContentLoadedEventEnd, Math.max(0, ...fetched.map(r => r.responseEnd))];
 }"""
 SAMPLE_REPORT = (
-    Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "guidellm" / "guidellm-stub-seed-scaled.json"
+    Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "guidellm" / "guidellm-stub-seed-scaled.json"
 )
 
 
@@ -541,7 +636,7 @@ def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
         port = probe.getsockname()[1]
     server = subprocess.Popen(
         [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"],
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[1],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         # Plain HTTP on the loopback, with a key of its own: the production posture needs a TLS proxy.
