@@ -21,9 +21,10 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Suite,
     metric_higher_is_better,
+    metric_min_relative_change,
 )
 from dashboard.benchmarks.selectors import scopes_condition, series_noises
-from dashboard.benchmarks.statistics import ChangeEstimate
+from dashboard.benchmarks.statistics import ChangeEstimate, change_could_matter
 from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.github.models import PullRequest
 
@@ -299,14 +300,19 @@ class CommitChanges:
     changes: dict[tuple[int, str], MetricChange]
 
 
-def commit_changes(*, commit: Commit) -> list[CommitChanges]:
-    """What the commit changed on every suite and hardware class it was benchmarked on. Seven queries
-    however many suites ran it."""
+def commit_changes(
+    *, commit: Commit, only: tuple[int, str] | None = None, could_matter_only: bool = False
+) -> list[CommitChanges]:
+    """What the commit changed on every suite and hardware class it was benchmarked on (or on `only`).
+    With `could_matter_only`, only on those where some change is as large as its metric's minimum (the
+    only ones that can be significant): the noise is then read for those alone. Seven queries however
+    many suites ran it."""
     if commit.position is None:
         return []
-    scopes = sorted(
-        set(Run.objects.succeeded().filter(commit=commit).values_list("suite_id", "hardware_class"))
-    )
+    runs = Run.objects.succeeded().filter(commit=commit)
+    if only is not None:
+        runs = runs.filter(suite_id=only[0], hardware_class=only[1])
+    scopes = sorted(set(runs.values_list("suite_id", "hardware_class")))
     if not scopes:
         return []
     # The benchmarked commit before this one, per suite and hardware class: the highest position below.
@@ -349,6 +355,16 @@ def commit_changes(*, commit: Commit) -> list[CommitChanges]:
         "value",
     ):
         samples[(commit_id, suite_id, hardware_class)][(concurrency, metric)].append(value)
+    if could_matter_only:
+        previous_ids = {scope: previous_commits[previous_positions[scope]].pk for scope in compared}
+        compared = [
+            (suite_id, hardware_class)
+            for suite_id, hardware_class in compared
+            if _could_matter(
+                before=samples[(previous_ids[(suite_id, hardware_class)], suite_id, hardware_class)],
+                after=samples[(commit.pk, suite_id, hardware_class)],
+            )
+        ]
     noises = series_noises(scopes=compared, metrics=HEADLINE_METRICS)
     found = []
     for suite_id, hardware_class in compared:
@@ -373,3 +389,14 @@ def commit_changes(*, commit: Commit) -> list[CommitChanges]:
             )
         )
     return found
+
+
+def _could_matter(
+    *, before: dict[tuple[int, str], list[float]], after: dict[tuple[int, str], list[float]]
+) -> bool:
+    return any(
+        change_could_matter(
+            before=before[key], after=after[key], min_relative_change=metric_min_relative_change(key[1])
+        )
+        for key in before.keys() & after.keys()
+    )

@@ -6,6 +6,7 @@
  *   <span data-elapsed-base="42">              seconds at render; counts on every second
  *   <button data-copy-target="element-id">     copies that element's text
  *   <pre data-scroll-end>                      shows its end (a log's tail), also when its <details> opens
+ *   <details data-fragment-url="/...">         fetched when first opened, into its [data-fragment-slot]
  */
 (function () {
   "use strict";
@@ -82,7 +83,31 @@
     if (details) details.addEventListener("toggle", show);
   }
 
+  // A folded part of a long page: this site's own HTML, asked for when the reader opens it.
+  function fragment(details) {
+    var asked = false;
+    details.addEventListener("toggle", function () {
+      if (!details.open || asked) return;
+      asked = true;
+      var slot = details.querySelector("[data-fragment-slot]");
+      fetch(details.dataset.fragmentUrl, { headers: { Accept: "text/html" } })
+        .then(function (response) {
+          if (!response.ok) throw new Error(response.statusText);
+          return response.text();
+        })
+        .then(function (html) {
+          slot.innerHTML = html;
+          details.dataset.loaded = "true";
+        })
+        .catch(function (error) {
+          asked = false;
+          slot.textContent = "Could not load this part: " + error.message;
+        });
+    });
+  }
+
   function start() {
+    document.querySelectorAll("details[data-fragment-url]").forEach(fragment);
     document.querySelectorAll("form[data-autosubmit]").forEach(autosubmit);
     document.querySelectorAll("[data-live-url]").forEach(follow);
     document.querySelectorAll("button[data-copy-target]").forEach(copyButton);
