@@ -229,7 +229,7 @@ def change_estimate(
         raise StatisticsInvalid("a change needs at least one run before and one after")
     prior = _noise(noise)
     relative = bool(np.all(before_runs > 0) and np.all(after_runs > 0)) and prior.relative
-    before_value, after_value = float(np.median(before_runs)), float(np.median(after_runs))
+    before_value, after_value = _median(before_runs), _median(after_runs)
 
     if relative:
         left, right = np.log(before_runs), np.log(after_runs)
@@ -238,7 +238,7 @@ def change_estimate(
         left, right = before_runs, after_runs
         to_pct = _linear_to_pct(abs(before_value))
     # Medians, like every value shown: one slow run moves neither the change nor the verdict.
-    difference = float(np.median(right) - np.median(left))
+    difference = _median(right) - _median(left)
     change_pct = to_pct(difference)
 
     own_squares = float(np.sum((left - left.mean()) ** 2) + np.sum((right - right.mean()) ** 2))
@@ -304,6 +304,16 @@ def change_could_matter(*, before: Values, after: Values, min_relative_change: f
             )
         )
     return any(abs(size) >= min_relative_change * 100.0 for size in sizes)
+
+
+def _median(values: npt.NDArray[np.float64]) -> float:
+    """numpy's median, to the bit, in plain Python for the few runs of a side: pages judge thousands of
+    changes, and numpy's per-call cost was most of their time."""
+    if values.size > 32:
+        return float(np.median(values))
+    ordered = sorted(values.tolist())
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _median_variance(count: int) -> float:

@@ -192,3 +192,12 @@ def test_a_change_smaller_than_the_metrics_minimum_never_needs_its_noise() -> No
     for noise in (None, 0.0001, 0.5):
         estimate = change_estimate(before=before, after=after, noise=noise, min_relative_change=0.02)
         assert not estimate.significant
+
+
+def test_a_change_is_judged_on_numpys_medians_to_the_bit() -> None:
+    rng = np.random.default_rng(11)
+    for size in (1, 2, 3, 4, 7, 40):
+        before, after = list(100 * rng.normal(1, 0.05, size)), list(100 * rng.normal(1, 0.05, size))
+        estimate = change_estimate(before=before, after=after, noise=0.02)
+        assert estimate.before == float(np.median(before))
+        assert estimate.after == float(np.median(after))
