@@ -85,6 +85,17 @@
     return [low - margin, high + margin];
   }
 
+  // A timeline with a label lane (meta.lane: the share of its plot kept free above the lines, where the
+  // markers and their labels go) has its y range fitted below the lane, zoomed or not; without one only a
+  // zoom fits the range (null: leave it to Plotly's autorange).
+  function fitY(traces, yaxis, range, meta) {
+    var lane = (meta && meta.lane) || 0;
+    if (!range && !lane) return null;
+    var fitted = visibleYRange(traces, yaxis, range || [-Infinity, Infinity]);
+    if (!fitted || !lane) return fitted;
+    return [fitted[0], fitted[0] + (fitted[1] - fitted[0]) / (1 - lane)];
+  }
+
   // The first index at or after x in ascending xs (xs.length when none).
   function firstAtOrAfter(xs, x) {
     var low = 0, high = xs.length;
@@ -101,5 +112,6 @@
   P.ticksFor = ticksFor;
   P.rangeOf = rangeOf;
   P.visibleYRange = visibleYRange;
+  P.fitY = fitY;
   P.firstAtOrAfter = firstAtOrAfter;
 })();

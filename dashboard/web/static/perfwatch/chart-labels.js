@@ -6,10 +6,11 @@
   "use strict";
 
   var P = (window.PerfWatch = window.PerfWatch || {});
-  // Alert markers labelled with their PR ("#51830") above them. Labels never overlap: one that would
-  // touch its neighbour goes a row higher, and where LABEL_ROWS rows are full it is left to the marker's
-  // hover (which names the PR too). Placed by pixel distance, so again after every zoom or resize.
-  var LABEL_ROWS = 3;
+  // Alert markers labelled with their PR ("#51830") right above them, in the lane over the lines. Labels
+  // never overlap: one that would touch its neighbour goes a row higher, and where LABEL_ROWS rows are
+  // full it is left to the marker's hover (which names the PR too). Placed by pixel distance, so again after every zoom or resize.
+  // One row: the lane above the lines holds the alert labels' row under the PR and tag markers' rows.
+  var LABEL_ROWS = 1;
   var LABEL_FONT_PX = 11;
   var labelMeasure = null;
 
@@ -31,7 +32,7 @@
       var text = trace.customdata[i][2];
       var color = Array.isArray(trace.marker.color) ? trace.marker.color[i] : trace.marker.color;
       var rank = LABEL_RANK[trace.customdata[i][3]];
-      return { x: x, text: text, color: color, px: full.xaxis.l2p(x), width: text ? labelWidth(text, family) : 0,
+      return { x: x, y: trace.y[i], text: text, color: color, px: full.xaxis.l2p(x), width: text ? labelWidth(text, family) : 0,
                rank: rank === undefined ? LABEL_RANK.improvement : rank };
     }).filter(function (label) {
       return label.text && label.x >= Math.min(range[0], range[1]) && label.x <= Math.max(range[0], range[1]);
@@ -48,8 +49,8 @@
         if (free) {
           rows[row].push([left, right]);
           shown.push({
-            name: "pr-label", text: label.text, x: label.x, xref: "x", y: 0.03, yref: "y2",
-            yanchor: "bottom", yshift: 10 + row * (LABEL_FONT_PX + 7), showarrow: false,
+            name: "pr-label", text: label.text, x: label.x, xref: "x", y: label.y, yref: "y2",
+            yanchor: "bottom", yshift: 7 + row * (LABEL_FONT_PX + 7), showarrow: false,
             font: { size: LABEL_FONT_PX, color: label.color }, bgcolor: "rgba(255, 255, 255, 0.85)",
           });
           return;

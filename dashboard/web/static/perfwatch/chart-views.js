@@ -11,6 +11,7 @@
   var decode = P.decode;
   var ticksFor = P.ticksFor;
   var visibleYRange = P.visibleYRange;
+  var fitY = P.fitY;
   var zoomFromUrl = P.zoomFromUrl;
   var firstAtOrAfter = P.firstAtOrAfter;
 
@@ -142,7 +143,9 @@
       var id = "y" + key.slice(5);
       var own = lines.filter(function (trace) { return (trace.yaxis || "y") === id; })
         .map(function (trace) { return { x: trace.x, y: trace.y }; });
-      var fitted = range && visibleYRange(own, layout[key], range);
+      // The lane above the lines is kept on a single panel's axis; small multiples fill their panels.
+      var fitted = key === "yaxis" && !view.multiples ? fitY(own, layout[key], range, layout.meta)
+        : range && visibleYRange(own, layout[key], range);
       layout[key] = Object.assign({}, layout[key], fitted ? { range: fitted, autorange: false } : { autorange: true });
     });
     return layout;
@@ -163,7 +166,17 @@
     })).finally(function () { S.syncing = false; });
   }
 
+  // A chart's unit in its header follows the scale: % against the base in relative scale.
+  function unitText(unit) {
+    if (view.scale === "relative") return "% against " + (view.base ? view.base.slice(0, 8) : "the first commit in view");
+    if (view.scale === "log") return unit ? unit + ", log scale" : "log scale";
+    return unit;
+  }
+
   function showViewControls() {
+    document.querySelectorAll("[data-unit]").forEach(function (label) {
+      label.textContent = unitText(label.dataset.unit);
+    });
     document.querySelectorAll("[data-scale]").forEach(function (button) {
       button.setAttribute("aria-pressed", String(button.dataset.scale === view.scale));
     });

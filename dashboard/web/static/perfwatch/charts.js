@@ -25,7 +25,7 @@
   var zoomToUrl = P.zoomToUrl;
   var ticksFor = P.ticksFor;
   var rangeOf = P.rangeOf;
-  var visibleYRange = P.visibleYRange;
+  var fitY = P.fitY;
   var viewOf = P.viewOf;
   var viewControls = P.viewControls;
   var labelAlerts = P.labelAlerts;
@@ -38,8 +38,11 @@
     S.syncing = true;
     var updates = S.timelines.map(function (gd) {
       var update = range === "auto" ? { "xaxis.autorange": true, "yaxis.autorange": true } : { "xaxis.range": range.slice() };
-      var yRange = range === "auto" ? null : visibleYRange(gd.data, gd.layout.yaxis, range);
-      if (yRange) update["yaxis.range"] = yRange;
+      var yRange = fitY(gd.data, gd.layout.yaxis, range === "auto" ? null : range, gd.layout.meta);
+      if (yRange) {
+        update["yaxis.range"] = yRange;
+        delete update["yaxis.autorange"];
+      }
       var ticks = ticksFor(gd.layout.meta, range === "auto" ? null : range, S.commitsOf.get(gd));
       if (ticks) Object.assign(update, ticks);
       return window.Plotly.relayout(gd, update);
@@ -86,7 +89,7 @@
       S.commitsOf.set(gd, commitsIndex(payload.commits));
       figure = viewOf(gd, figure, range);
       var layout = Object.assign({}, gd.layout, figure.layout, { meta: figure.layout.meta });
-      var yRange = range && visibleYRange(figure.data, gd.layout.yaxis, range);
+      var yRange = fitY(figure.data, gd.layout.yaxis, range, figure.layout.meta);
       if (range) {
         layout.xaxis = Object.assign({}, gd.layout.xaxis, { range: range.slice(), autorange: false });
       } else {
@@ -140,8 +143,15 @@
     }
     var layout = figure.layout || {};
     var phone = window.matchMedia("(max-width: 600px)").matches;
-    // On a phone the legend's title would push the last level off the card.
-    if (phone && layout.legend) layout.legend = Object.assign({}, layout.legend, { title: { text: "" } });
+    // On a phone the legend is one short line of levels: a small font, tight entries, a short title, and
+    // the PR, tag and alert markers left to their own symbols (their hover names them).
+    if (phone && layout.legend) {
+      layout.legend = Object.assign({}, layout.legend, {
+        title: { text: "c=", font: { size: 10 } }, font: { size: 10 }, itemwidth: 30, tracegroupgap: 0,
+        itemsizing: "constant",
+      });
+      (figure.data || []).forEach(function (trace) { if (trace.meta) trace.showlegend = false; });
+    }
     var config = { responsive: true, displaylogo: false };
     // On a phone the mode bar would cover the legend; a drag zooms and a double tap resets without it.
     if (kind === "sparkline" || phone) {
@@ -159,9 +169,10 @@
           layout.xaxis.tickvals = ticks["xaxis.tickvals"];
           layout.xaxis.ticktext = ticks["xaxis.ticktext"];
         }
-        var yRange = visibleYRange(figure.data, layout.yaxis, zoom);
-        if (yRange) layout.yaxis = Object.assign({}, layout.yaxis, { range: yRange, autorange: false });
       }
+      // Small multiples have their panels fitted already (viewOf).
+      var yRange = layout.yaxis3 ? null : fitY(figure.data, layout.yaxis, zoom, layout.meta);
+      if (yRange) layout.yaxis = Object.assign({}, layout.yaxis, { range: yRange, autorange: false });
     }
     element.textContent = "";
     return window.Plotly.newPlot(element, figure.data || [], layout, config).then(function (gd) {
