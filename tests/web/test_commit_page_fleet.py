@@ -11,6 +11,8 @@ from django.test import Client
 from dashboard.benchmarks.bulk import rows_copy
 from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Measurement, Run, RunStatus, Series, Suite
 from tests.factories import CommitFactory
+from tests.web.test_browser import BrowserPage
+from tests.web.test_browser import browser as browser  # the Chromium fixture
 
 SUITES = 250
 HARDWARE = ("b300", "h200")
@@ -92,3 +94,23 @@ def test_a_commit_run_by_500_pairs_shows_the_change_in_full_and_folds_the_rest(c
     runs = client.get(f"/commits/{commits[-1].sha}/runs/")
     assert runs.status_code == 200
     assert runs.content.decode().count('class="status status-succeeded"') == SUITES * len(HARDWARE) - 25
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_folded_pair_is_fetched_when_opened_and_the_rest_of_the_runs_too(browser: BrowserPage) -> None:
+    commits, _ = _fleet()
+    browser.open(f"/commits/{commits[-1].sha}/")
+    folded = browser.page.locator("details.folded-block").first
+
+    folded.locator("summary").click()
+    browser.page.wait_for_function(
+        "() => document.querySelector('details.folded-block').dataset.loaded === 'true'", timeout=30_000
+    )
+    assert folded.locator("table.data").count() >= 1
+    browser.page.locator("details.folded-runs summary").click()
+    browser.page.wait_for_function(
+        "() => document.querySelector('details.folded-runs').dataset.loaded === 'true'", timeout=30_000
+    )
+    assert browser.page.locator("details.folded-runs tr").count() == SUITES * len(HARDWARE) - 25
+    assert browser.console_errors == []
