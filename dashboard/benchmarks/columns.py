@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import numpy as np
 import numpy.typing as npt
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import F, Min, Q, QuerySet
 from django.db.models.functions import Coalesce, TruncDate
@@ -147,7 +148,10 @@ def _rows(
         .values_list("series_id", "commit_id", "known_position", "value")
     )
     # Straight through the cursor into one array: 100,000 rows of four numbers need no model machinery.
-    sql, params = query.query.sql_with_params()
+    try:
+        sql, params = query.query.sql_with_params()
+    except EmptyResultSet:  # a window without a commit
+        return np.empty((0, 4), dtype=np.float64)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
