@@ -15,8 +15,11 @@ DEMO_ENV := env $$(cat $(DEMO_ENV_FILE))
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/perfwatch
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 BENCH_DATABASE ?= perfwatch_bench
+# The shared cache as production has it (Redis); the bench empties this database for every cold figure.
+BENCH_CACHE_URL ?= redis://127.0.0.1:6379/14
 # Served over plain HTTP on the loopback with a throwaway key: in production a TLS proxy sits in front.
 BENCH_ENV = DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(BENCH_DATABASE) PERFWATCH_HTTPS=false \
+	PERFWATCH_CACHE_URL=$(BENCH_CACHE_URL) \
 	SECRET_KEY=$$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')
 
 # plotly.js with only the cartesian trace types (every chart here is a scatter trace): a third of the full

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 _PLACEHOLDERS = ("change-me", "changeme", "insecure", "secret-key", "example")
@@ -43,3 +43,17 @@ def secret_key_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
     except ImproperlyConfigured as error:
         return [Error(str(error), id="perfwatch.E001")]
     return []
+
+
+@register(Tags.caches, deploy=True)
+def shared_cache_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """A production site with several web workers needs the one shared cache, not one per worker."""
+    if settings.PERFWATCH_DEMO or settings.PERFWATCH_CACHE_URL:
+        return []
+    return [
+        Warning(
+            "PERFWATCH_CACHE_URL is not set: each web worker keeps its own cache and computes every view "
+            "again; point it at Redis (e.g. redis://:password@redis:6379/1)",
+            id="perfwatch.W002",
+        )
+    ]

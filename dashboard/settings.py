@@ -195,6 +195,26 @@ if PERFWATCH_DEMO and DATABASES["default"]["ENGINE"] == "django.db.backends.sqli
 PERFWATCH_GITHUB_REPOSITORY = env.str("PERFWATCH_GITHUB_REPOSITORY", default="vllm-project/vllm")
 PERFWATCH_MAX_REPORT_BYTES = env.int("PERFWATCH_MAX_REPORT_BYTES", default=64 * 1024 * 1024)
 
+# One cache for every web worker and process (Redis in production and compose), so that a view is
+# computed once rather than once per worker; cached views key their entries by a digest of the data they
+# read, so a write makes them stale at once. Without PERFWATCH_CACHE_URL (the demo, a test run) each
+# process keeps its own in memory.
+PERFWATCH_CACHE_URL = env.str("PERFWATCH_CACHE_URL", default="")
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": PERFWATCH_CACHE_URL,
+            "KEY_PREFIX": env.str("PERFWATCH_CACHE_PREFIX", default="perfwatch"),
+            "TIMEOUT": 600,
+            # A cache that does not answer within a second is not worth waiting for.
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
+        if PERFWATCH_CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "perfwatch"}
+    )
+}
+
 # Celery: the broker only carries "please look at run N"; the database is the truth.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/0")
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default="") or None

@@ -94,7 +94,9 @@ def test_only_the_tls_proxy_is_published_and_nothing_secret_is_hard_coded() -> N
     text = (ROOT / "docker-compose.yml").read_text()
     # Every password and key is a variable from .env, never a literal; without it the service refuses.
     assert re.findall(r"postgres://perfwatch:([^@]*)@", text) == ["${POSTGRES_PASSWORD:-}"]
-    assert re.findall(r"redis://:([^@]*)@", text) == ["${REDIS_PASSWORD:-}"]
+    assert set(re.findall(r"redis://:([^@]*)@", text)) == {"${REDIS_PASSWORD:-}"}
+    # Every web worker shares one cache, in Redis beside the broker.
+    assert app["environment"]["PERFWATCH_CACHE_URL"].startswith("redis://:${REDIS_PASSWORD:-}@redis:6379/")
     assert app["environment"]["SECRET_KEY"] == "${SECRET_KEY:-}"
     assert services["postgres"]["environment"]["POSTGRES_PASSWORD"] == "${POSTGRES_PASSWORD:-}"
     redis_command = " ".join(services["redis"]["command"])

@@ -10,13 +10,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 import numpy as np
 import numpy.typing as npt
+from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import F, Min, Q, QuerySet
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, TruncDate
 
 from dashboard.benchmarks.models import (
@@ -102,18 +102,22 @@ def _identities(
 def _measurements(
     *, suite: Suite, hardware_class: str, series_ids: list[int], date_from: date | None, date_to: date | None
 ) -> QuerySet[Measurement]:
-    """Measurements of these series by succeeded runs whose commit's UTC day is within the dates."""
-    # Succeeded runs of the suite and class (an index range) rather than a join on every run.
-    succeeded = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.SUCCEEDED)
-    measurements = Measurement.objects.filter(series_id__in=series_ids, run_id__in=succeeded.values("pk"))
-    # A range of commit times (an index range on the commit's time), not a function of every row's time.
-    if date_from:
-        measurements = measurements.filter(commit__committed_at__gte=_utc_midnight(date_from))
-    if date_to and date_to < date.max:
-        measurements = measurements.filter(
-            commit__committed_at__lt=_utc_midnight(date_to + timedelta(days=1))
+    """Measurements of these series by succeeded runs whose commit's UTC day is within the dates.
+
+    A window is a range of commit times, not a test on each row's day: its commits are found first (one
+    query, an index range) and the rows asked for by commit."""
+    measurements = Measurement.objects.filter(series_id__in=series_ids)
+    if date_from or date_to:
+        # Each of the window's rows checks its own run, rather than every run of the suite being read.
+        return measurements.filter(
+            commit_id__in=_window_commits(date_from=date_from, date_to=date_to),
+            run__suite=suite,
+            run__hardware_class=hardware_class,
+            run__status=RunStatus.SUCCEEDED,
         )
-    return measurements
+    # The whole history: succeeded runs of the suite and class (an index range) rather than a join.
+    succeeded = Run.objects.filter(suite=suite, hardware_class=hardware_class, status=RunStatus.SUCCEEDED)
+    return measurements.filter(run_id__in=succeeded.values("pk"))
 
 
 def _utc_midnight(day: date) -> datetime:
@@ -148,7 +152,10 @@ def _rows(
         .values_list("series_id", "commit_id", "known_position", "value")
     )
     # Straight through the cursor into one array: 100,000 rows of four numbers need no model machinery.
-    sql, params = query.query.sql_with_params()
+    try:
+        sql, params = query.query.sql_with_params()
+    except EmptyResultSet:  # a window without a commit
+        return np.empty((0, 4), dtype=np.float64)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
@@ -295,6 +302,59 @@ class SeriesPoints:
     points: list[PointRow]
 
 
+def _window_commits(*, date_from: date | None, date_to: date | None) -> list[int]:
+    """The commits whose UTC day lies within the dates: an index range over commit times."""
+    window = Commit.objects.all()
+    if date_from:
+        window = window.filter(committed_at__gte=datetime.combine(date_from, time.min, tzinfo=UTC))
+    if date_to:
+        window = window.filter(
+            committed_at__lt=datetime.combine(date_to + timedelta(days=1), time.min, tzinfo=UTC)
+        )
+    return list(window.values_list("pk", flat=True))
+
+
+def _series_rows_sql(
+    *, suite: Suite, hardware_class: str, series_ids: list[int], date_from: date | None, date_to: date | None
+) -> list[tuple]:
+    """(series id, commit id, sha, PR number, value, committed_at text) of each measurement of these series
+    by a succeeded run of the suite on the class, ordered by series and main's order: one statement, the
+    time formatted by the server. A window reads each of its commits' rows through the index, one commit
+    at a time (a LATERAL join), and nothing outside it."""
+    commit_table, run_table = Commit._meta.db_table, Run._meta.db_table
+    measurement_table = Measurement._meta.db_table
+    parameters: dict[str, int | str | list[int] | list[str]] = {
+        "series": series_ids,
+        "suite": suite.pk,
+        "hardware": hardware_class,
+    }
+    if date_from or date_to:
+        parameters["commits"] = _window_commits(date_from=date_from, date_to=date_to)
+        source = (
+            "unnest(%(commits)s::bigint[]) AS w(commit_id) CROSS JOIN LATERAL ("
+            f"SELECT * FROM {measurement_table} one "
+            # OFFSET 0 keeps the subquery a subquery: flattened, the planner may hash the series' every row.
+            "WHERE one.series_id = ANY(%(series)s) AND one.commit_id = w.commit_id OFFSET 0) m"
+        )
+    else:
+        source = f"{measurement_table} m"
+    # A series' rows are all of its suite and class: what is left to check is that their run succeeded.
+    # The few runs of the scope that did not are excluded by id (once, as an init plan), so each row is
+    # judged on the covering index alone rather than by a join to its run.
+    parameters["unfinished"] = [status for status in RunStatus.values if status != RunStatus.SUCCEEDED]
+    sql = (
+        f"SELECT m.series_id, m.commit_id, c.sha, c.pr_number, m.value, {iso_utc_sql('c.committed_at')} "
+        f"FROM {source} JOIN {commit_table} c ON c.id = m.commit_id "
+        "WHERE m.series_id = ANY(%(series)s) AND m.run_id <> ALL(ARRAY("
+        f"SELECT r.id FROM {run_table} r WHERE r.suite_id = %(suite)s AND r.hardware_class = %(hardware)s "
+        "AND r.status = ANY(%(unfinished)s))) "
+        "ORDER BY m.series_id, c.position NULLS LAST, c.committed_at NULLS LAST, c.id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, parameters)
+        return cursor.fetchall()
+
+
 def series_points(
     *,
     suite: Suite,
@@ -312,43 +372,42 @@ def series_points(
     )
     if not identities:
         return []
-    measurements = _measurements(
-        suite=suite,
-        hardware_class=hardware_class,
-        series_ids=list(identities),
-        date_from=date_from,
-        date_to=date_to,
-    )
-    measurements = measurements.order_by("series_id", *main_order(prefix="commit__"))
-    fields = ("series_id", "commit_id", "commit__sha", "commit__pr_number", "value")
     if connection.vendor == "postgresql":
-        # Straight through the cursor, the time formatted by the server: no datetime per row.
-        query = measurements.annotate(
-            at=RawSQL(iso_utc_sql(f'"{Commit._meta.db_table}"."committed_at"'), ())
-        ).values_list(*fields, "at")
-        sql, params = query.query.sql_with_params()
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            rows = cursor.fetchall()
+        rows = _series_rows_sql(
+            suite=suite,
+            hardware_class=hardware_class,
+            series_ids=list(identities),
+            date_from=date_from,
+            date_to=date_to,
+        )
     else:
+        measurements = _measurements(
+            suite=suite,
+            hardware_class=hardware_class,
+            series_ids=list(identities),
+            date_from=date_from,
+            date_to=date_to,
+        ).order_by("series_id", *main_order(prefix="commit__"))
         rows = [
             (*row, at.isoformat() if at else None)
-            for *row, at in measurements.values_list(*fields, "commit__committed_at")
+            for *row, at in measurements.values_list(
+                "series_id", "commit_id", "commit__sha", "commit__pr_number", "value", "commit__committed_at"
+            )
         ]
-    if not rows:
-        return []
-    # Rows of one series and commit (a commit's runs) are neighbours: each run of them is one point.
-    series_ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-    commit_ids = np.fromiter((row[1] for row in rows), dtype=np.int64, count=len(rows))
-    starts = np.flatnonzero(
-        np.r_[True, (series_ids[1:] != series_ids[:-1]) | (commit_ids[1:] != commit_ids[:-1])]
-    ).tolist()
+    # Rows of one series and commit (a commit's runs) are neighbours: a repeat folds into the point before.
     points: dict[int, list[PointRow]] = {}
-    for start, end in zip(starts, [*starts[1:], len(rows)], strict=True):
-        series_id, _, sha, pr_number, value, at = rows[start]
-        if end - start > 1:
-            value = commit_value([row[4] for row in rows[start:end]]).value
-        points.setdefault(series_id, []).append((sha, at, pr_number, value, end - start))
+    shown: list[PointRow] = []
+    previous: tuple[int, int] = (-1, -1)
+    runs: list[float] = []
+    for series_id, commit_id, sha, pr_number, value, at in rows:
+        if commit_id == previous[1] and series_id == previous[0]:
+            runs.append(value)
+            shown[-1] = (sha, at, pr_number, commit_value(runs).value, len(runs))
+            continue
+        if series_id != previous[0]:
+            shown = points.setdefault(series_id, [])
+        previous, runs = (series_id, commit_id), [value]
+        shown.append((sha, at, pr_number, value, 1))
     result = [
         SeriesPoints(metric=identities[pk][0], concurrency=identities[pk][1], points=found)
         for pk, found in points.items()

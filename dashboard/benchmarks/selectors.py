@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Window
 from django.db.models.functions import DenseRank
 
@@ -20,7 +21,7 @@ from dashboard.benchmarks.models import (
     Series,
     Suite,
 )
-from dashboard.benchmarks.statistics import NoiseEstimate, commit_value, noise_estimate
+from dashboard.benchmarks.statistics import NoiseEstimate, commit_value, noise_estimate, noise_from_runs
 
 
 def commit_value_of(values: Iterable[float]) -> float:
@@ -99,16 +100,27 @@ def commit_get(*, sha: str) -> Commit | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
-def commit_measurements(*, commit: Commit) -> list[MeasurementRow]:
-    """Every measurement of a commit's succeeded runs, ordered for reading."""
-    rows = (
-        Measurement.objects.filter(commit=commit, run__status=RunStatus.SUCCEEDED)
-        .select_related("series__suite")
-        .order_by(
-            "series__suite__name", "series__hardware_class", "series__concurrency", "series__metric", "run_id"
+def commit_measurements(*, commit: Commit, suite: str = "", hardware_class: str = "") -> list[MeasurementRow]:
+    """Every measurement of a commit's succeeded runs (of one suite and hardware class, when given),
+    ordered for reading. Values, not model instances: a commit run by 500 suites has thousands."""
+    rows = Measurement.objects.filter(commit=commit, run__status=RunStatus.SUCCEEDED)
+    if suite:
+        rows = rows.filter(series__suite__name=suite, series__hardware_class=hardware_class)
+    return [
+        MeasurementRow(
+            suite=name, hardware=hardware, concurrency=concurrency, metric=metric, value=value, run_id=run_id
         )
-    )
-    return measurement_rows(rows)
+        for name, hardware, concurrency, metric, value, run_id in rows.order_by(
+            "series__suite__name", "series__hardware_class", "series__concurrency", "series__metric", "run_id"
+        ).values_list(
+            "series__suite__name",
+            "series__hardware_class",
+            "series__concurrency",
+            "series__metric",
+            "value",
+            "run_id",
+        )
+    ]
 
 
 def measurement_rows(rows: Iterable[Measurement]) -> list[MeasurementRow]:
@@ -125,8 +137,10 @@ def measurement_rows(rows: Iterable[Measurement]) -> list[MeasurementRow]:
     ]
 
 
-def commit_runs(*, commit: Commit) -> list[Run]:
-    return list(commit.runs.select_related("suite", "runner").order_by("-queued_at"))
+def commit_runs(*, commit: Commit, limit: int | None = None, offset: int = 0) -> list[Run]:
+    """A commit's runs, newest queued first (`limit` of them from `offset`, when given)."""
+    runs = commit.runs.select_related("suite", "runner").order_by("-queued_at", "-pk")
+    return list(runs[offset : offset + limit] if limit is not None else runs[offset:])
 
 
 def suite_hardware_classes(*, suite: Suite) -> list[str]:
@@ -262,12 +276,65 @@ def scopes_condition(scopes: Iterable[Scope], *, prefix: str = "") -> Q:
 def series_noises(
     *, scopes: Iterable[Scope], size: int | None = None, metrics: Sequence[str] | None = None
 ) -> dict[Scope, dict[tuple[int, str], NoiseEstimate]]:
-    """:func:`series_noise` of many suites and hardware classes (of only `metrics`, when given), in two
-    queries whatever their number."""
+    """:func:`series_noise` of many suites and hardware classes (of only `metrics`, when given), in one
+    query whatever their number (two on SQLite)."""
     scopes = sorted(set(scopes))
     if not scopes:
         return {}
     size = size or settings.PERFWATCH_DETECTION_WINDOW
+    if connection.vendor != "postgresql":
+        return _series_noises_portable(scopes=scopes, size=size, metrics=metrics)
+    # One statement: the latest `size` benchmarked commits of each scope, and each series' values on them
+    # as two arrays in main's order; what is left here is numpy on each series' arrays.
+    metric_condition = "AND s.metric = ANY(%(metrics)s)" if metrics is not None else ""
+    sql = f"""
+        WITH wanted AS (
+            SELECT * FROM unnest(%(suite_ids)s::bigint[], %(hardware)s::text[]) AS w(suite_id, hardware_class)
+        ), ranked AS (
+            SELECT r.suite_id, r.hardware_class, r.id AS run_id, r.commit_id, c.position,
+                   dense_rank() OVER (
+                       PARTITION BY r.suite_id, r.hardware_class ORDER BY c.position DESC, r.commit_id DESC
+                   ) AS rank
+            FROM {Run._meta.db_table} r
+            JOIN wanted w ON w.suite_id = r.suite_id AND w.hardware_class = r.hardware_class
+            JOIN {Commit._meta.db_table} c ON c.id = r.commit_id
+            WHERE r.status = %(succeeded)s AND c.position IS NOT NULL
+        ), latest AS (
+            SELECT * FROM ranked WHERE rank <= %(size)s
+        )
+        SELECT s.suite_id, s.hardware_class, s.concurrency, s.metric,
+               array_agg(m.value ORDER BY l.position, m.commit_id),
+               array_agg(m.commit_id ORDER BY l.position, m.commit_id)
+        FROM latest l
+        JOIN {Series._meta.db_table} s
+          ON s.suite_id = l.suite_id AND s.hardware_class = l.hardware_class {metric_condition}
+        JOIN {Measurement._meta.db_table} m ON m.run_id = l.run_id AND m.series_id = s.id
+        GROUP BY s.suite_id, s.hardware_class, s.concurrency, s.metric
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "suite_ids": [suite_id for suite_id, _ in scopes],
+                "hardware": [hardware_class for _, hardware_class in scopes],
+                "succeeded": RunStatus.SUCCEEDED,
+                "size": size,
+                "metrics": list(metrics or ()),
+            },
+        )
+        found = cursor.fetchall()
+    noises: dict[Scope, dict[tuple[int, str], NoiseEstimate]] = defaultdict(dict)
+    for suite_id, hardware_class, concurrency, metric, values, commit_ids in found:
+        noises[(suite_id, hardware_class)][(concurrency, metric)] = noise_from_runs(
+            values=values, commits=commit_ids
+        )
+    return dict(noises)
+
+
+def _series_noises_portable(
+    *, scopes: list[Scope], size: int, metrics: Sequence[str] | None
+) -> dict[Scope, dict[tuple[int, str], NoiseEstimate]]:
+    """series_noises in two ORM queries, for the demo's SQLite."""
     ranked = (
         Run.objects.succeeded()
         .filter(scopes_condition(scopes), commit__position__isnull=False)

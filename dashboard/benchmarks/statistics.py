@@ -26,6 +26,7 @@ The rules every page and the detector share:
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -154,6 +155,36 @@ def noise_estimate(*, runs_by_commit: Sequence[Values]) -> NoiseEstimate:
         )
     # One run per commit: each commit's median is its run.
     return _differences_noise(medians=np.log(values) if relative else values, relative=relative)
+
+
+def noise_from_runs(*, values: Values, commits: Sequence[int]) -> NoiseEstimate:
+    """:func:`noise_estimate` of runs given as one array in commit order, with each run's commit beside it
+    (a commit's runs are neighbours): the same estimate without an array per commit, for pages that ask
+    for thousands of series at once."""
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1 or array.size != len(commits):
+        raise StatisticsInvalid("runs and their commits must be two sequences of one length")
+    if array.size == 0:
+        return NO_NOISE
+    if not np.all(np.isfinite(array)):
+        raise StatisticsInvalid("a commit's runs must be finite numbers")
+    relative = bool(np.all(array > 0))
+    transformed = np.log(array) if relative else array
+    ids = np.asarray(commits)
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    sizes = np.diff(np.r_[starts, array.size])
+    repeated = sizes >= 2
+    if not np.any(repeated):
+        return _differences_noise(medians=transformed, relative=relative)
+    means = np.add.reduceat(transformed, starts) / sizes
+    squares = np.add.reduceat((transformed - np.repeat(means, sizes)) ** 2, starts)
+    degrees = float(np.sum(sizes[repeated] - 1))
+    return NoiseEstimate(
+        sigma=math.sqrt(float(np.sum(squares[repeated])) / degrees),
+        degrees_of_freedom=degrees,
+        source="repeats",
+        relative=relative,
+    )
 
 
 def noise_from_values(values: Values) -> NoiseEstimate:
@@ -285,7 +316,7 @@ def change_estimate(
         left, right = before_runs, after_runs
         to_pct = _linear_to_pct(abs(before_value))
     # Medians, like every value shown: one slow run moves neither the change nor the verdict.
-    difference = float(np.median(right) - np.median(left))
+    difference = _median(right) - _median(left)
     change_pct = to_pct(difference)
 
     own_squares = float(np.sum((left - left.mean()) ** 2) + np.sum((right - right.mean()) ** 2))
@@ -331,6 +362,36 @@ def change_estimate(
         confidence=confidence,
         significant=p_value < 1.0 - confidence and significant_size,
     )
+
+
+def change_could_matter(*, before: Values, after: Values, min_relative_change: float) -> bool:
+    """Whether :func:`change_estimate` could call this change significant under some noise: its size, in
+    either of the two ways that function measures it, reaches `min_relative_change`. Needs no noise, so a
+    page of hundreds of series asks for the noise of only those that pass."""
+    # Plain Python: a few runs a side, asked for every series of a page, where numpy's per-call cost rules.
+    left, right = [float(value) for value in before], [float(value) for value in after]
+    if not left or not right or not all(math.isfinite(value) for value in (*left, *right)):
+        return False
+    before_value, after_value = statistics.median(left), statistics.median(right)
+    sizes = [_linear_to_pct(abs(before_value))(after_value - before_value)]
+    if min(left) > 0 and min(right) > 0:
+        sizes.append(
+            _log_to_pct(
+                statistics.median([math.log(value) for value in right])
+                - statistics.median([math.log(value) for value in left])
+            )
+        )
+    return any(abs(size) >= min_relative_change * 100.0 for size in sizes)
+
+
+def _median(values: npt.NDArray[np.float64]) -> float:
+    """numpy's median, to the bit, in plain Python for the few runs of a side: pages judge thousands of
+    changes, and numpy's per-call cost was most of their time."""
+    if values.size > 32:
+        return float(np.median(values))
+    ordered = sorted(values.tolist())
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _median_variance(count: int) -> float:

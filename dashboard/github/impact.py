@@ -17,15 +17,16 @@ from dashboard.benchmarks.direction import improvement_pct
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     Commit,
+    DetectionSetting,
     Measurement,
     Run,
     RunStatus,
     Suite,
 )
 from dashboard.benchmarks.selectors import scopes_condition, series_noises
-from dashboard.benchmarks.statistics import ChangeEstimate
+from dashboard.benchmarks.statistics import ChangeEstimate, change_could_matter
 from dashboard.benchmarks.subjects import ChangeClass
-from dashboard.benchmarks.thresholds import thresholds_for_suites
+from dashboard.benchmarks.thresholds import threshold_resolve, thresholds_for_suites
 from dashboard.github.models import PullRequest
 
 # Commits of this class cannot change serving performance, so they do not make a PR's range ambiguous.
@@ -305,14 +306,19 @@ class CommitChanges:
     changes: dict[tuple[int, str], MetricChange]
 
 
-def commit_changes(*, commit: Commit) -> list[CommitChanges]:
-    """What the commit changed on every suite and hardware class it was benchmarked on. Seven queries
-    however many suites ran it."""
+def commit_changes(
+    *, commit: Commit, only: tuple[int, str] | None = None, could_matter_only: bool = False
+) -> list[CommitChanges]:
+    """What the commit changed on every suite and hardware class it was benchmarked on (or on `only`).
+    With `could_matter_only`, only on those where some change is as large as its metric's minimum (the
+    only ones that can be significant): the noise is then read for those alone. Seven queries however
+    many suites ran it."""
     if commit.position is None:
         return []
-    scopes = sorted(
-        set(Run.objects.succeeded().filter(commit=commit).values_list("suite_id", "hardware_class"))
-    )
+    runs = Run.objects.succeeded().filter(commit=commit)
+    if only is not None:
+        runs = runs.filter(suite_id=only[0], hardware_class=only[1])
+    scopes = sorted(set(runs.values_list("suite_id", "hardware_class")))
     if not scopes:
         return []
     # The benchmarked commit before this one, per suite and hardware class: the highest position below.
@@ -355,8 +361,20 @@ def commit_changes(*, commit: Commit) -> list[CommitChanges]:
         "value",
     ):
         samples[(commit_id, suite_id, hardware_class)][(concurrency, metric)].append(value)
-    noises = series_noises(scopes=compared, metrics=HEADLINE_METRICS)
     detection_settings = thresholds_for_suites(suites.values())
+    if could_matter_only:
+        previous_ids = {scope: previous_commits[previous_positions[scope]].pk for scope in compared}
+        compared = [
+            (suite_id, hardware_class)
+            for suite_id, hardware_class in compared
+            if _could_matter(
+                before=samples[(previous_ids[(suite_id, hardware_class)], suite_id, hardware_class)],
+                after=samples[(commit.pk, suite_id, hardware_class)],
+                suite_id=suite_id,
+                settings=detection_settings[suite_id],
+            )
+        ]
+    noises = series_noises(scopes=compared, metrics=HEADLINE_METRICS)
     found = []
     for suite_id, hardware_class in compared:
         previous = previous_commits[previous_positions[(suite_id, hardware_class)]]
@@ -384,3 +402,23 @@ def commit_changes(*, commit: Commit) -> list[CommitChanges]:
             )
         )
     return found
+
+
+def _could_matter(
+    *,
+    before: dict[tuple[int, str], list[float]],
+    after: dict[tuple[int, str], list[float]],
+    suite_id: int,
+    settings: Sequence[DetectionSetting],
+) -> bool:
+    """Whether any metric moved by at least its minimum change, by the suite's own detection settings."""
+    return any(
+        change_could_matter(
+            before=before[key],
+            after=after[key],
+            min_relative_change=threshold_resolve(
+                metric=key[1], suite_id=suite_id, rows=settings
+            ).min_relative_change,
+        )
+        for key in before.keys() & after.keys()
+    )

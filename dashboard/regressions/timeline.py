@@ -66,15 +66,18 @@ def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = Non
     ]
 
 
+# On the overlay axis (0 to 1 over the plot): the lowest row of the lane the lines leave free.
+ALERT_ROW_Y = 0.71
 KIND_COLORS = {"regression": "#dc2626", "improvement": "#16a34a", "trade_off": "#d97706"}
 
 
 def alert_markers_traces(
     *, markers: Sequence[AlertMarker], x_of: Mapping[str, float]
 ) -> list[dict[str, Any]]:
-    """One trace drawing each alert group as a symbol along the bottom of the plot; clicking it opens
-    the group. customdata: (group url, hover text, the PR label "#51830" the chart script places above
-    the marker where there is room, or "", the group's kind: regressions are labelled first)."""
+    """One trace drawing each alert group as a symbol at the bottom of the label lane, above the lines
+    (the chart keeps the top of its plot for labels); clicking it opens the group. customdata: (group
+    url, hover text, the PR label "#51830" the chart script places above the marker where there is room,
+    or "", the group's kind: regressions are labelled first)."""
     drawn = [marker for marker in markers if marker.commit_sha in x_of]
     if not drawn:
         return []
@@ -82,7 +85,7 @@ def alert_markers_traces(
         {
             "type": "scatter",
             "x": [x_of[marker.commit_sha] for marker in drawn],
-            "y": [0.03] * len(drawn),
+            "y": [ALERT_ROW_Y] * len(drawn),
             "yaxis": "y2",
             "mode": "markers",
             "marker": {

@@ -185,6 +185,10 @@ def _repeats_spread(item: DrawnSeries, *, color: str) -> dict[str, Any]:
     }
 
 
+# The share of a timeline's plot height kept above its lines for marker symbols and labels.
+LANE_SHARE = 0.32
+
+
 def timeline_figure(
     *,
     metric: str,
@@ -263,6 +267,9 @@ def timeline_figure(
     if markers and drawn:
         data.extend(markers)
         layout["yaxis2"] = {"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True}
+        # The lines keep below the lane the markers and their labels take at the top: the chart script
+        # fits every y range to the lines with this share of the plot left free above them.
+        layout["meta"]["lane"] = LANE_SHARE
     if not drawn:
         layout["annotations"] = [
             {

@@ -20,9 +20,11 @@ TAG_COLOR = "#475569"
 HIGHLIGHT_COLOR = "#f59e0b"
 # Markers are placed in rows from the top of the plot down, each in the first row whose last label is far
 # enough to the left (a share of the x span), so that labels of close PRs do not print over each other.
+# Rows of the label lane at the top of a timeline's plot (above LANE_BOTTOM on the overlay axis, which the
+# lines never reach): PR and tag symbols with their labels, above the row of alert labels.
 _ROW_TOP = 0.97
-_ROW_STEP = 0.07
-_ROWS = 4
+_ROW_STEP = 0.06
+_ROWS = 3
 _LABEL_GAP_SHARE = 0.06
 _TITLE_CHARS = 90
 

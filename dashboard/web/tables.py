@@ -44,6 +44,13 @@ class MeasurementBlock:
     concurrencies: tuple[int, ...]
     all_metric_rows: tuple[tuple[MetricDisplay, tuple[Cell, ...]], ...]
     previous_sha: str = ""  # the commit the changes are measured against
+    changed: bool = False  # a headline change beyond the series' noise and the metric's minimum
+    largest_change_pct: float = 0.0  # the largest such change, in % either way
+
+    @property
+    def fragment_query(self) -> str:
+        """The query string that asks for this block alone (a folded block is fetched when opened)."""
+        return urlencode({"suite": self.suite, "hardware": self.hardware})
 
 
 def _cell(display: MetricDisplay, samples: Sequence[float] | None) -> Cell:
@@ -84,11 +91,18 @@ def commit_measurement_blocks(
         concurrencies = tuple(sorted({concurrency for concurrency, _ in values}))
         metrics = sorted({metric for _, metric in values}, key=_metric_order)
         found = changes_of.get((suite, hardware))
+        significant = [
+            abs(change.change_pct or 0.0)
+            for change in (found.changes.values() if found else ())
+            if change.significant
+        ]
         blocks.append(
             MeasurementBlock(
                 suite=suite,
                 hardware=hardware,
                 previous_sha=found.previous.sha if found else "",
+                changed=bool(significant),
+                largest_change_pct=max(significant, default=0.0),
                 concurrencies=concurrencies,
                 headline_rows=tuple(
                     LevelRow(
@@ -117,6 +131,8 @@ def commit_measurement_blocks(
                 ),
             )
         )
+    # The suites and hardware classes that changed first, the largest change first; the rest as read.
+    blocks.sort(key=lambda block: (not block.changed, -block.largest_change_pct))
     return blocks
 
 

@@ -178,6 +178,15 @@ def suite_timeline(request: HttpRequest, suite: str) -> HttpResponse:
     return render(request, "web/timeline.html", context, status=status)
 
 
+# A commit run by more suites and hardware classes than FOLD_BLOCKS_FROM shows those that changed in full
+# (the first CHANGED_SHOWN of them) and folds the rest, each fetched when opened; so do its runs beyond
+# RUNS_SHOWN. A 1 % noise alone colours a change in about one suite of seven at 95 %: a fleet of 500
+# would otherwise still print seventy tables.
+FOLD_BLOCKS_FROM = 20
+CHANGED_SHOWN = 30
+RUNS_SHOWN = 25
+
+
 @require_GET
 def commit_detail(request: HttpRequest, sha: str) -> HttpResponse:
     commit = selectors.commit_get(sha=sha)
@@ -189,16 +198,25 @@ def commit_detail(request: HttpRequest, sha: str) -> HttpResponse:
             status=404,
         )
     older, newer = selectors.commit_neighbours(commit=commit)
+    rows = selectors.commit_measurements(commit=commit)
+    # Folded blocks print no change: only the scopes whose change could be significant need their noise.
+    fold = len({(row.suite, row.hardware) for row in rows}) >= FOLD_BLOCKS_FROM
+    blocks = commit_measurement_blocks(
+        rows=rows, changes=commit_changes(commit=commit, could_matter_only=fold)
+    )
+    shown = [block for block in blocks if block.changed][:CHANGED_SHOWN] if fold else blocks
+    runs = selectors.commit_runs(commit=commit, limit=RUNS_SHOWN)
+    runs_count = commit.runs.count() if len(runs) == RUNS_SHOWN else len(runs)
     return render(
         request,
         "web/commit.html",
         {
             "commit": commit,
-            "blocks": commit_measurement_blocks(
-                rows=selectors.commit_measurements(commit=commit), changes=commit_changes(commit=commit)
-            ),
+            "blocks": shown,
+            "folded_blocks": blocks[len(shown) :],
             "headline": HEADLINE_DISPLAYS,
-            "runs": selectors.commit_runs(commit=commit),
+            "runs": runs,
+            "runs_folded": runs_count - len(runs),
             "load_curves": [
                 load_curve_section(curves=[(commit.short_sha, curve)], element_prefix=f"load-curve-{index}")
                 for index, curve in enumerate(commit_load_curves(commit=commit))
@@ -209,3 +227,30 @@ def commit_detail(request: HttpRequest, sha: str) -> HttpResponse:
             "alert_groups": alert_groups_naming(commit=commit),
         },
     )
+
+
+@require_GET
+def commit_block(request: HttpRequest, sha: str) -> HttpResponse:
+    """One suite and hardware class of a commit page (`suite`, `hardware`), as the page folds it."""
+    commit = selectors.commit_get(sha=sha)
+    suite = Suite.objects.filter(name=request.GET.get("suite", "")).first()
+    hardware = request.GET.get("hardware", "")
+    if commit is None or suite is None or not hardware:
+        return HttpResponse("No such commit, suite or hardware class.", status=404, content_type="text/plain")
+    blocks = commit_measurement_blocks(
+        rows=selectors.commit_measurements(commit=commit, suite=suite.name, hardware_class=hardware),
+        changes=commit_changes(commit=commit, only=(suite.pk, hardware)),
+    )
+    if not blocks:
+        return HttpResponse("No measurements of this suite here.", status=404, content_type="text/plain")
+    return render(request, "web/_measurement_block.html", {"block": blocks[0], "headline": HEADLINE_DISPLAYS})
+
+
+@require_GET
+def commit_runs(request: HttpRequest, sha: str) -> HttpResponse:
+    """The runs of a commit past those its page shows, as rows of its runs table."""
+    commit = selectors.commit_get(sha=sha)
+    if commit is None:
+        return HttpResponse("No such commit.", status=404, content_type="text/plain")
+    runs = selectors.commit_runs(commit=commit, offset=RUNS_SHOWN)
+    return render(request, "web/_commit_runs.html", {"runs": runs})

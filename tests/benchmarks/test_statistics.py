@@ -162,3 +162,42 @@ def test_identical_repeats_make_any_difference_certain():
 def test_bad_input_is_refused_with_a_reason(before, after, kwargs):
     with pytest.raises(StatisticsInvalid):
         change_estimate(before=before, after=after, **kwargs)
+
+
+@pytest.mark.parametrize("repeated", [False, True])
+def test_noise_from_one_array_of_runs_is_the_noise_from_runs_per_commit(repeated) -> None:
+    from dashboard.benchmarks.statistics import noise_from_runs
+
+    rng = np.random.default_rng(3)
+    runs_by_commit = [
+        list(100 * rng.normal(1, 0.02, 3 if repeated and index % 4 == 0 else 1)) for index in range(50)
+    ]
+    commits = [index for index, runs in enumerate(runs_by_commit) for _ in runs]
+
+    one = noise_from_runs(values=[value for runs in runs_by_commit for value in runs], commits=commits)
+    per_commit = noise_estimate(runs_by_commit=runs_by_commit)
+
+    assert one.source == per_commit.source == ("repeats" if repeated else "differences")
+    assert one.sigma == pytest.approx(per_commit.sigma, rel=1e-12)
+    assert one.degrees_of_freedom == per_commit.degrees_of_freedom
+
+
+def test_a_change_smaller_than_the_metrics_minimum_never_needs_its_noise() -> None:
+    from dashboard.benchmarks.statistics import change_could_matter
+
+    before, after = [100.0, 101.0], [102.0]
+    assert not change_could_matter(before=before, after=after, min_relative_change=0.02)
+    assert change_could_matter(before=before, after=[97.0], min_relative_change=0.02)
+    # Whatever noise it is judged against, a change below the minimum is never significant.
+    for noise in (None, 0.0001, 0.5):
+        estimate = change_estimate(before=before, after=after, noise=noise, min_relative_change=0.02)
+        assert not estimate.significant
+
+
+def test_a_change_is_judged_on_numpys_medians_to_the_bit() -> None:
+    rng = np.random.default_rng(11)
+    for size in (1, 2, 3, 4, 7, 40):
+        before, after = list(100 * rng.normal(1, 0.05, size)), list(100 * rng.normal(1, 0.05, size))
+        estimate = change_estimate(before=before, after=after, noise=0.02)
+        assert estimate.before == float(np.median(before))
+        assert estimate.after == float(np.median(after))

@@ -4,9 +4,11 @@ from datetime import UTC, datetime, timedelta
 from typing import cast
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from dashboard.benchmarks.models import Commit, Suite
+from dashboard.benchmarks.models import Commit, Measurement, Run, Suite
 from tests.factories import CommitFactory, SuiteFactory, bulk_history, run_with_values
 
 pytestmark = pytest.mark.django_db
@@ -173,3 +175,41 @@ def test_a_from_to_window_reads_only_its_rows(client: Client) -> None:
         {"metric": "ttft_ms_mean", "from": "2026-03-01", "to": "2026-03-01"},
     ).json()
     assert len(body["series"][0]["points"]) == 24
+
+
+def _plan_rows_read(plan: dict, table: str) -> int:
+    """Rows a plan read from `table`: what each of its scans returned on every loop, and what they read
+    only to throw away by a filter or a recheck."""
+    read = 0
+    if plan.get("Relation Name") == table:
+        read += int(plan["Actual Rows"] * plan["Actual Loops"])
+        read += int(plan.get("Rows Removed by Filter", 0) + plan.get("Rows Removed by Index Recheck", 0))
+    return read + sum(_plan_rows_read(child, table) for child in plan.get("Plans", ()))
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's query plan")
+def test_a_from_to_window_reads_only_its_own_rows_of_a_long_history(client: Client) -> None:
+    # Three weeks of history, one point an hour: a window of one day holds one point in twenty-one.
+    bulk_history(
+        suite=cast(Suite, SuiteFactory()),
+        values={(16, "output_throughput_tok_s"): [100.0 + i % 7 for i in range(21 * 24)]},
+        start=datetime(2026, 3, 1, tzinfo=UTC),
+        every=timedelta(hours=1),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+    with CaptureQueriesContext(connection) as captured:
+        body = client.get(
+            "/api/suites/kimi-k3-8k1k/series/",
+            {"metric": "output_throughput_tok_s", "from": "2026-03-10", "to": "2026-03-10"},
+        ).json()
+    points = body["series"][0]["points"]
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[-1]["sql"])
+        plan = cursor.fetchone()[0][0]["Plan"]
+
+    assert len(points) == 24
+    assert {point["committed_at"][:10] for point in points} == {"2026-03-10"}
+    assert _plan_rows_read(plan, Measurement._meta.db_table) <= len(points)
+    assert _plan_rows_read(plan, Run._meta.db_table) <= len(points)
