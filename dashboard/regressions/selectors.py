@@ -29,6 +29,7 @@ from dashboard.regressions.models import (
     DECIDED_STATUSES,
     Alert,
     AlertGroup,
+    AlertKind,
     Comment,
     GroupKind,
     GroupState,
@@ -147,12 +148,96 @@ def alert_group_rows(*, groups: list[AlertGroup]) -> list[AlertGroupRow]:
 OPEN_STATUSES: tuple[str, ...] = (TriageStatus.UNTRIAGED, TriageStatus.INVESTIGATING)
 
 
+# A regression counts as restored once a later change on the same series brings it back within this
+# share of its own size (the revert of a 6 % loss that lands 0.5 % short still restores it).
+RESTORED_WITHIN = 0.5
+
+
+@dataclass(frozen=True)
+class Restoration:
+    """A later group (its revert, or a fix) that undid a regression on its series."""
+
+    regression_id: int
+    by: AlertGroup  # base and head commits loaded
+    series_restored: int
+    series_regressed: int
+
+    @property
+    def by_revert(self) -> bool:
+        return self.by.head_commit.subject.lower().startswith("revert")
+
+
+def _restored(*, lost: Alert, back: Alert) -> bool:
+    """Whether `back` (a later change of the same series) undoes `lost`: after it, the series is within
+    RESTORED_WITHIN of `lost`'s size from where it was before `lost`."""
+    if lost.before_value == 0 or (lost.change_pct > 0) == (back.change_pct > 0):
+        return False
+    remaining = abs(back.after_value / lost.before_value - 1.0) * 100.0
+    return remaining <= RESTORED_WITHIN * abs(lost.change_pct)
+
+
+def regressions_restored() -> dict[int, Restoration]:
+    """Regressions (and trade-offs) that a later change restored, by group id: most of their regressed
+    series came back by the head of one later group. Two queries."""
+    lost_by_group: dict[int, list[Alert]] = {}
+    positions: dict[int, int] = {}
+    for alert in (
+        Alert.objects.filter(
+            kind=AlertKind.REGRESSION, group__kind__in=(GroupKind.REGRESSION, GroupKind.TRADE_OFF)
+        )
+        .exclude(group__state=GroupState.DISMISSED)
+        .select_related("group__head_commit")
+    ):
+        lost_by_group.setdefault(alert.group_id, []).append(alert)
+        positions[alert.group_id] = alert.group.head_commit.position or 0
+    if not lost_by_group:
+        return {}
+    series = {alert.series_id for alerts in lost_by_group.values() for alert in alerts}
+    later: dict[int, list[Alert]] = {}
+    for alert in (
+        Alert.objects.filter(series_id__in=series, kind=AlertKind.IMPROVEMENT)
+        .exclude(group__state=GroupState.DISMISSED)
+        .select_related("group__base_commit", "group__head_commit")
+        .order_by("group__head_commit__position", "pk")
+    ):
+        later.setdefault(alert.series_id, []).append(alert)
+    restored: dict[int, Restoration] = {}
+    for group_id, lost in lost_by_group.items():
+        counts: dict[int, int] = {}
+        groups: dict[int, AlertGroup] = {}
+        for alert in lost:
+            for back in later.get(alert.series_id, ()):
+                if (back.group.base_commit.position or 0) >= positions[group_id] and _restored(
+                    lost=alert, back=back
+                ):
+                    counts[back.group_id] = counts.get(back.group_id, 0) + 1
+                    groups[back.group_id] = back.group
+        best = max(counts, key=lambda pk: (counts[pk], -(groups[pk].head_commit.position or 0)), default=None)
+        if best is not None and counts[best] * 2 > len(lost):
+            restored[group_id] = Restoration(
+                regression_id=group_id,
+                by=groups[best],
+                series_restored=counts[best],
+                series_regressed=len(lost),
+            )
+    return restored
+
+
+def regressions_restored_rows(*, limit: int = 5) -> list[tuple[AlertGroup, Restoration]]:
+    """The newest regressions that a later change restored, each with what restored it."""
+    restored = regressions_restored()
+    groups = AlertGroup.objects.filter(pk__in=list(restored)).select_related("head_commit")
+    return [(group, restored[group.pk]) for group in groups.order_by("-head_commit__position")[:limit]]
+
+
 def _groups_open() -> QuerySet[AlertGroup]:
-    """Groups with a regression that nobody has decided on yet and re-runs have not dismissed."""
+    """Groups with a regression that nobody has decided on yet, re-runs have not dismissed and no later
+    change (a revert or a fix) has restored."""
     return (
         AlertGroup.objects.filter(status__in=OPEN_STATUSES)
         .exclude(kind=GroupKind.IMPROVEMENT)
         .exclude(state=GroupState.DISMISSED)
+        .exclude(pk__in=list(regressions_restored()))
     )
 
 

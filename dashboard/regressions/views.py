@@ -58,6 +58,7 @@ def alerts(request: HttpRequest) -> HttpResponse:
             "filters": filters,
             "page": page,
             "rows": selectors.alert_group_rows(groups=list(page.object_list)),
+            "restored": selectors.regressions_restored(),
             "suites": suites,
             "hardware_classes": hardware_classes,
             "unknown": {
@@ -105,6 +106,7 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
             ],
             "statuses": TriageStatus.choices,
             "related": selectors.alert_groups_related(group=group, commits=detail.commits),
+            "restored": selectors.regressions_restored().get(group.pk),
             "compare_suite": detail.alerts[0].series.suite.name if detail.alerts else "",
             "compare_hardware": detail.alerts[0].series.hardware_class if detail.alerts else "",
         },

@@ -21,7 +21,12 @@ from dashboard.benchmarks.models import WHOLE_RUN, Suite
 from dashboard.benchmarks.selectors import HardwareFacet
 from dashboard.github.impact import commit_changes
 from dashboard.github.selectors import tracking_issues_active
-from dashboard.regressions.selectors import alert_groups_naming, alert_groups_open, open_regression_counts
+from dashboard.regressions.selectors import (
+    alert_groups_naming,
+    alert_groups_open,
+    open_regression_counts,
+    regressions_restored_rows,
+)
 from dashboard.web.figures import CommitUrl, concurrency_color
 from dashboard.web.filters import (
     STATISTICS,
@@ -66,6 +71,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "headline_head": render_to_string("web/_headline_head.html", {"headline": HEADLINE_DISPLAYS}),
             "recent_commits": selectors.commits_recently_benchmarked(limit=15),
             "open_regressions": alert_groups_open(),
+            "recovered": regressions_restored_rows(),
         },
     )
 
