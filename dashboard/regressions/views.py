@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode
 
 import plotly.io
@@ -15,6 +16,7 @@ from django.urls import reverse
 from django.utils.feedgenerator import Atom1Feed
 from django.views.decorators.http import require_GET, require_POST
 
+from dashboard.downloads import download_format, figure_response
 from dashboard.regressions import selectors
 from dashboard.regressions.figures import alert_figure
 from dashboard.regressions.forms import AlertFilterForm, CommentForm, GroupTriageForm
@@ -182,6 +184,10 @@ def alert_figure_json(request: HttpRequest, alert_id: int) -> HttpResponse:
         commit_url=_commit_url,
         neighbour_ranges=selectors.series_change_ranges(series_id=alert.series_id, exclude_alert_id=alert.pk),
     )
+    if download_format(request) is not None:
+        return figure_response(
+            figure=json.loads(plotly.io.to_json(figure)), request=request, filename=f"alert-{alert.pk}"
+        )
     return HttpResponse(plotly.io.to_json(figure), content_type="application/json")
 
 

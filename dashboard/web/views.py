@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -36,6 +36,7 @@ from dashboard.web.filters import (
 )
 from dashboard.web.load_curves import load_curve_section
 from dashboard.web.markers import tracking_toggles
+from dashboard.web.search import search
 from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, overview_cards
 
 QUICK_RANGES_DAYS = (7, 30, 90)
@@ -134,7 +135,15 @@ def _timeline_context(
         # One request for every chart: the metrics travel with the filters.
         "timeline_url": f"{reverse('web:suite-timeline-data', args=[suite.name])}?{figure_query}&"
         + urlencode([("metric", metric) for metric in metrics]),
-        "charts": [{"display": metric_display(metric=metric)} for metric in metrics],
+        "charts": [
+            {
+                "display": metric_display(metric=metric),
+                # The chart's points as a file: the series API with the page's filters and this metric.
+                "data_url": f"{reverse('web:suite-series', args=[suite.name])}?{figure_query}&"
+                + urlencode([("metric", metric)]),
+            }
+            for metric in metrics
+        ],
         "statistics": [
             (option, f"?{replace(filters, statistic=option).query_string()}", option == filters.statistic)
             for option in STATISTICS
@@ -213,3 +222,12 @@ def commit_detail(request: HttpRequest, sha: str) -> HttpResponse:
             "alert_groups": alert_groups_naming(commit=commit),
         },
     )
+
+
+@require_GET
+def search_page(request: HttpRequest) -> HttpResponse:
+    """The header's search: straight to the one page an exact query names, else the matches."""
+    results = search(query=request.GET.get("q", ""))
+    if results.exact_path is not None:
+        return redirect(results.exact_path)
+    return render(request, "web/search.html", {"results": results})
