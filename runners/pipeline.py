@@ -332,6 +332,7 @@ def _accuracy_measure(
         num_concurrent=accuracy.num_concurrent,
         limit=accuracy.limit,
         seed=seed,
+        max_gen_toks=accuracy.max_tokens,
     )
     commands["accuracy"] = (_shell_line(argv=argv, env={}),)
     command_run(
