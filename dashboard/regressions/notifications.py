@@ -74,6 +74,24 @@ def channels_configured() -> list[str]:
     return channels
 
 
+def notification_silence_reason(*, group: AlertGroup) -> str:
+    """Why nothing was (or will be) sent about `group`, in a sentence; empty when it is told."""
+    if group.kind not in NOTIFIED_KINDS:
+        return f"{group.get_kind_display()}s are not announced"
+    if group.state == GroupState.SUSPECTED:
+        return "it is suspected: nothing is sent before re-runs of its base and head confirm it"
+    if group.state == GroupState.DISMISSED:
+        return "re-runs dismissed it"
+    if group.status not in NOTIFIED_STATUSES:
+        return f"it was triaged as {group.get_status_display().lower()} before anything was sent"
+    if not channels_configured():
+        return (
+            "no channel is set up: set PERFWATCH_ALERT_EMAILS, PERFWATCH_SLACK_WEBHOOK_URL or GITHUB_TOKEN "
+            "and confirmed groups are sent by e-mail, to Slack or as a comment on the culprit PR"
+        )
+    return ""
+
+
 def _culprit(commits: Sequence[Commit]) -> Commit | None:
     """The one commit of a single-commit range; a longer range names no culprit until bisected."""
     return commits[0] if len(commits) == 1 else None

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 import plotly.io
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
 from django.contrib.syndication.views import Feed
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -21,8 +22,14 @@ from dashboard.regressions import selectors
 from dashboard.regressions.figures import alert_figure
 from dashboard.regressions.forms import AlertFilterForm, CommentForm, GroupTriageForm
 from dashboard.regressions.models import GroupKind, TriageStatus
-from dashboard.regressions.notifications import notification_retry
-from dashboard.regressions.triage import TriageChange, TriageRefused, group_comment_add, group_triage
+from dashboard.regressions.notifications import group_message, notification_retry, notification_silence_reason
+from dashboard.regressions.triage import (
+    TriageChange,
+    TriageRefused,
+    comment_allowed,
+    group_comment_add,
+    group_triage,
+)
 
 PAGE_SIZE = 25
 # The alerts list's keys for a group's status, as Perfherder's: one letter each, u to start over.
@@ -87,6 +94,7 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
         form = GroupTriageForm(
             group_id=group.pk, initial={"status": group.status, "assignee": group.assignee_id}
         )
+    if comment_allowed(user=request.user):
         comment_form = CommentForm()
     charts = [
         (alert, reverse("regressions:alert-figure", args=[alert.pk])) for alert in detail.alerts[:MAX_CHARTS]
@@ -109,6 +117,8 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
             "statuses": TriageStatus.choices,
             "related": selectors.alert_groups_related(group=group, commits=detail.commits),
             "restored": selectors.regressions_restored().get(group.pk),
+            "silence_reason": notification_silence_reason(group=group),
+            "message": group_message(group=group),
             "compare_suite": detail.alerts[0].series.suite.name if detail.alerts else "",
             "compare_hardware": detail.alerts[0].series.hardware_class if detail.alerts else "",
         },
@@ -145,7 +155,7 @@ def alert_group_status(request: HttpRequest, group_id: int) -> JsonResponse:
     return JsonResponse({"status": status, "label": TriageStatus(status).label})
 
 
-@staff_member_required
+@login_required
 @require_POST
 def alert_group_comment(request: HttpRequest, group_id: int) -> HttpResponse:
     form = CommentForm(request.POST)

@@ -44,7 +44,7 @@ def test_the_header_shows_who_is_signed_in_on_every_page_and_signs_out(browser, 
         browser.page.locator("header form.sign-out button").click()
     assert browser.page.url == f"{browser.base_url}/compare/"
     assert browser.page.locator("header .signed-in").count() == 0
-    assert browser.page.locator("header a.sign-in").get_attribute("href") == "/admin/login/?next=/compare/"
+    assert browser.page.locator("header a.sign-in").get_attribute("href") == "/accounts/login/?next=/compare/"
     assert browser.console_errors == []
     # Signed out for real: the admin asks for a sign-in again.
     browser.page.goto(browser.base_url + "/admin/")
