@@ -26,6 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard import dispatch
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import Commit
 from dashboard.github.client import GitHubClient, GitHubError
 from dashboard.regressions.models import (
@@ -144,7 +145,8 @@ def _alert_line(alert: Alert) -> str:
     series = alert.series
     p_value = f", p={alert.p_value:.1g}" if alert.p_value is not None else ""
     return (
-        f"{series.suite.name} on {series.hardware_class}, concurrency {series.concurrency}: {series.metric} "
+        f"{series.suite.name} on {series.hardware_class}, concurrency {series.concurrency}: "
+        f"{metric_display(metric=series.metric).label} "
         f"{alert.before_value:,.4g} → {alert.after_value:,.4g} ({alert.change_pct:+.1f} %{p_value}, "
         f"{alert.kind})"
     )
@@ -186,7 +188,8 @@ def group_message(*, group: AlertGroup) -> GroupMessage:
         lines.append(f"  {_alert_line(alert)}")
         series = alert.series
         md.append(
-            f"| {series.suite.name} | {series.hardware_class} | {series.concurrency} | `{series.metric}` | "
+            f"| {series.suite.name} | {series.hardware_class} | {series.concurrency} | "
+            f"{metric_display(metric=series.metric).label} | "
             f"{alert.before_value:,.4g} | {alert.after_value:,.4g} | {alert.change_pct:+.1f} % |"
         )
     if len(alerts) > MESSAGE_ALERTS:

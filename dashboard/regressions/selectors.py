@@ -16,6 +16,7 @@ from django.db.models import Count, F, Max, Min, Prefetch, Q, QuerySet
 from django.urls import reverse
 from django.utils.text import capfirst
 
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     PENDING_RUN_STATUSES,
@@ -123,8 +124,10 @@ class AlertGroupRow:
         if headline is None:
             return text
         series = headline.series
+        name = metric_display(metric=series.metric).short_label
+        sign = "+" if headline.change_pct > 0 else "\u2212" if headline.change_pct < 0 else ""
         return (
-            f"{text}: {series.metric} {headline.change_pct:+.1f} % "
+            f"{text}: {name} {sign}{abs(headline.change_pct):.1f} % "
             f"({series.suite.name} {series.hardware_class} c={series.concurrency})"
         )
 

@@ -8,7 +8,10 @@ COMMENTERS = "Commenters"
 
 def commenters_create(apps, schema_editor):
     # Permissions are made after migrations by default; this one is needed now.
-    create_permissions(apps.get_app_config("regressions"), apps=apps, verbosity=0)
+    config = apps.get_app_config("regressions")
+    config.models_module = True  # what create_permissions asks of an app before it looks at its models
+    create_permissions(config, apps=apps, verbosity=0)
+    config.models_module = None
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     group, _ = Group.objects.get_or_create(name=COMMENTERS)
