@@ -88,7 +88,7 @@ def test_a_regression_its_revert_restored_is_recovered_not_open_and_links_to_the
     assert item.count() == 1
     assert item.locator(".regression-title").get_attribute("href") == f"/alerts/{regression.pk}/"
     assert item.locator(".restored-by").get_attribute("href") == f"/alerts/{revert.pk}/"
-    assert f"(#{REVERT_PR})" in item.locator(".restored-by").inner_text()
+    assert item.locator(".restored-by").inner_text().startswith(f"PR #{REVERT_PR}: Revert")
 
     with browser.page.expect_navigation():
         item.locator(".regression-title").click()
