@@ -594,3 +594,63 @@ def alert_get(*, alert_id: int) -> Alert | None:
         .filter(pk=alert_id)
         .first()
     )
+
+
+@dataclass(frozen=True)
+class AlertFamily:
+    """The alerts of one metric family (throughput, TTFT, latency, ITL, TPOT …) of a group, read in one
+    line: which statistics and levels moved, and by how much."""
+
+    label: str
+    unit: str
+    alerts: tuple[Alert, ...]  # largest change first
+
+    @property
+    def headline(self) -> Alert:
+        return self.alerts[0]
+
+    @property
+    def statistics(self) -> tuple[str, ...]:
+        found = {_statistic(alert.series.metric) for alert in self.alerts} - {""}
+        return tuple(sorted(found, key=lambda name: -1 if name == "mean" else int(name[1:])))
+
+    @property
+    def concurrencies(self) -> tuple[int, ...]:
+        return tuple(sorted({alert.series.concurrency for alert in self.alerts}))
+
+    @property
+    def low_pct(self) -> float:
+        return min(alert.change_pct for alert in self.alerts)
+
+    @property
+    def high_pct(self) -> float:
+        return max(alert.change_pct for alert in self.alerts)
+
+    @property
+    def worse(self) -> bool:
+        return self.headline.kind == AlertKind.REGRESSION
+
+
+def _statistic(metric: str) -> str:
+    tail = metric.rsplit("_", 1)[-1]
+    return tail if tail == "mean" or (tail.startswith("p") and tail[1:].isdigit()) else ""
+
+
+def _family(metric: str) -> str:
+    statistic = _statistic(metric)
+    return metric.removesuffix(f"_{statistic}") if statistic else metric
+
+
+def alert_families(*, alerts: Sequence[Alert]) -> list[AlertFamily]:
+    """`alerts` by metric family, each family's largest change first; families in the order of their
+    first alert (alert_order puts the headline metrics first)."""
+    by_family: dict[str, list[Alert]] = {}
+    for alert in alerts:
+        by_family.setdefault(_family(alert.series.metric), []).append(alert)
+    families = []
+    for members in by_family.values():
+        members.sort(key=lambda alert: -abs(alert.change_pct))
+        display = metric_display(metric=members[0].series.metric)
+        label = display.short_label.removesuffix(f" {_statistic(members[0].series.metric)}").strip()
+        families.append(AlertFamily(label=label, unit=display.unit, alerts=tuple(members)))
+    return families

@@ -96,8 +96,11 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
         )
     if comment_allowed(user=request.user):
         comment_form = CommentForm()
+    # One chart per metric family (its largest change), the family's other statistics in its summary line.
+    families = selectors.alert_families(alerts=detail.alerts)
     charts = [
-        (alert, reverse("regressions:alert-figure", args=[alert.pk])) for alert in detail.alerts[:MAX_CHARTS]
+        (family, family.headline, reverse("regressions:alert-figure", args=[family.headline.pk]))
+        for family in families[:MAX_CHARTS]
     ]
     return render(
         request,
@@ -106,7 +109,7 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
             "detail": detail,
             "group": group,
             "charts": charts,
-            "more_alerts": max(0, len(detail.alerts) - MAX_CHARTS),
+            "families": families,
             "form": form,
             "comment_form": comment_form,
             "culprit": detail.commits[0] if len(detail.commits) == 1 else None,

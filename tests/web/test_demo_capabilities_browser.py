@@ -5,8 +5,10 @@ as a file, and every capability of the README shown by some page of the demo."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
+import re
 from urllib.parse import urlsplit
 
 import pytest
@@ -113,3 +115,48 @@ def test_the_demo_shows_every_capability(browser, demo) -> None:
     browser.open(f"/runs/{failed.pk}/")
     assert "CUDA out of memory" in browser.page.locator("main").inner_text()
     assert browser.console_errors == []
+
+
+HREF = re.compile(r'href="(/[^"#]*)"')
+CRAWL_LIMIT = 400
+
+
+def test_a_crawl_from_the_overview_answers_200_everywhere_and_reaches_every_capability(browser, demo) -> None:
+    """Every page the demo links to answers 200, and each capability the README's tour names is linked
+    from somewhere: all three suites, a failed, a running and a queued run, compare, a PR page, a group
+    page, the tracking issue, the feed, the precision page and the data downloads."""
+    seen: set[str] = set()
+    queue = ["/"]
+    statuses: dict[str, int] = {}
+    while queue and len(seen) < CRAWL_LIMIT:
+        path = queue.pop(0)
+        if path in seen or path.startswith(("/admin/", "/static/", "/accounts/logout/")):
+            continue
+        seen.add(path)
+        response = browser.page.request.get(browser.base_url + path)
+        statuses[path] = response.status
+        if "text/html" not in response.headers.get("content-type", ""):
+            continue
+        for href in HREF.findall(response.text()):
+            href = html.unescape(href)
+            if href not in seen:
+                queue.append(href)
+    assert {path: status for path, status in statuses.items() if status != 200} == {}
+
+    paths = {urlsplit(path).path for path in seen}
+    for suite in ("kimi-k3-8k1k", DCP_SUITE, SWEEP_SUITE):
+        assert f"/suites/{suite}/" in paths, suite
+    for status in (RunStatus.FAILED, RunStatus.BENCHMARKING, RunStatus.QUEUED):
+        run = Run.objects.filter(status=status).first()
+        assert run is not None and f"/runs/{run.pk}/" in paths, status
+    for prefix in (
+        "/compare/",
+        "/prs/",
+        "/alerts/",
+        "/tracking/vllm-project/vllm/",
+        "/commits/",
+        "/runners/",
+    ):
+        assert any(path.startswith(prefix) and path != prefix for path in paths) or prefix in paths, prefix
+    assert {"/alerts/feed/", "/alerts/precision/"} <= paths
+    assert any("format=csv" in path for path in seen) and any("format=json" in path for path in seen)

@@ -60,7 +60,9 @@ def github_compare_refs(repository: Repository, base_sha: str, head_sha: str) ->
 def metric_label(metric: str) -> str:
     """A metric key as a page says it: `ttft_ms_p99` reads "TTFT p99 (ms)"."""
     display = metric_display(metric=metric)
-    return f"{display.short_label} ({display.unit})" if display.unit else display.short_label
+    if not display.unit or display.unit.lower() in display.short_label.lower():
+        return display.short_label
+    return f"{display.short_label} ({display.unit})"
 
 
 @register.filter
