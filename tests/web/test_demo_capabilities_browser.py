@@ -74,7 +74,7 @@ def test_anything_in_one_step_search_pr_groups_compare_links_and_downloads(brows
     link = browser.page.locator(".chart-card .downloads a", has_text="CSV").first.get_attribute("href")
     series = list(csv.DictReader(io.StringIO(browser.page.request.get(browser.base_url + link).text())))
     assert len(series) > 300 and series[0]["metric"] == "output_throughput_tok_s"
-    browser.open("/compare/?base=v0.27.1&head=82a85dc1&suite=kimi-k3-8k1k")
+    browser.page.goto(browser.base_url + "/compare/?base=v0.27.1&head=82a85dc1&suite=kimi-k3-8k1k")
     assert browser.page.locator(".commit-actions .github-compare").count() == 1
     compare = browser.page.request.get(
         browser.base_url + "/compare/?base=v0.27.1&head=82a85dc1&suite=kimi-k3-8k1k&format=json"
