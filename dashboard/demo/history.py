@@ -320,6 +320,8 @@ def _commit_subject(*, model: DemoModel, position: int, rng: random.Random, rese
             'Revert "[Core] Move sampler metadata preparation onto the scheduler thread '
             f'(#{REGRESSION_PR})" (#{REVERT_PR})'
         )
+    if position == 0:
+        return "[Release] v0.27.1"  # the tag's commit: a release, not a PR's merge
     filler_pr = 50300 + position * 9 + rng.randint(0, 8)
     while filler_pr in reserved:  # never borrow the number of a PR the story is about
         filler_pr += 1
