@@ -460,6 +460,7 @@ class ChartPoint:
     pr_number: int | None
     position: int | None
     value: float
+    committed_at: datetime | None = None
 
 
 def alert_chart_points(*, alert: Alert, head_commit_id: int, span: int = 30) -> list[ChartPoint]:
@@ -473,6 +474,7 @@ def alert_chart_points(*, alert: Alert, head_commit_id: int, span: int = 30) -> 
             pr_number=commits[point.commit_id].pr_number,
             position=commits[point.commit_id].position,
             value=point.value,
+            committed_at=commits[point.commit_id].committed_at,
         )
         for point in window.points
     ]
