@@ -9,6 +9,7 @@ from typing import cast
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import transaction
 
 from dashboard.benchmarks.models import Suite
 from dashboard.regressions.models import Comment
@@ -37,7 +38,8 @@ def _sign_in(browser, *, username: str, next_path: str) -> None:
 
 
 def test_a_commenter_who_is_not_staff_signs_in_on_the_sites_page_and_comments(browser) -> None:
-    group = group_create(suite=cast(Suite, SuiteFactory()), change_pct=-6.0)
+    with transaction.atomic():  # as detection writes alerts
+        group = group_create(suite=cast(Suite, SuiteFactory()), change_pct=-6.0)
     commenter = User.objects.create_user("contributor", password="a-long-password-123")
     commenter.groups.add(Group.objects.get(name="Commenters"))
     User.objects.create_user("visitor", password="a-long-password-123")
@@ -60,8 +62,9 @@ def test_a_commenter_who_is_not_staff_signs_in_on_the_sites_page_and_comments(br
 def test_a_group_reads_in_words_and_previews_the_message_no_channel_sent(browser, settings) -> None:
     settings.PERFWATCH_ALERT_EMAILS, settings.PERFWATCH_SLACK_WEBHOOK_URL, settings.GITHUB_TOKEN = [], "", ""
     suite = cast(Suite, SuiteFactory())
-    regression = group_create(suite=suite, change_pct=-6.0)
-    improvement = group_create(suite=suite, change_pct=9.1)
+    with transaction.atomic():
+        regression = group_create(suite=suite, change_pct=-6.0)
+        improvement = group_create(suite=suite, change_pct=9.1)
 
     browser.open("/alerts/")
     sizes = browser.page.locator("table.alert-groups .change").all_text_contents()
