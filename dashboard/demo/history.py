@@ -226,6 +226,16 @@ def demo_run_texts(*, commit: Commit, suite: Suite, rng: random.Random) -> dict[
     }
 
 
+def _environment(*, runner: Runner, commit: Commit) -> dict[str, object]:
+    """The node's fingerprint: the B300 node's, or the CPU node's (no GPU, its own host)."""
+    environment = {**DEMO_ENVIRONMENT, "vllm_version": demo_vllm_version(commit=commit)}
+    if not runner.gpu_count:
+        environment.update(
+            host=runner.host, gpu_source="none", gpu_model="", gpu_count=0, cuda_version="", cpu_count=16
+        )
+    return environment
+
+
 def demo_run_create(
     *, commit: Commit, suite: Suite, runner: Runner, finished_at: datetime, kind: str, rng: random.Random
 ) -> Run:
@@ -258,10 +268,13 @@ def demo_run_create(
         finished_at=finished_at,
         heartbeat_at=finished_at - timedelta(seconds=stage_durations[RunStatus.STORING]),
         stage_durations=stage_durations,
-        environment={**DEMO_ENVIRONMENT, "vllm_version": demo_vllm_version(commit=commit)},
+        environment=_environment(runner=runner, commit=commit),
         vllm_version=demo_vllm_version(commit=commit),
         guidellm_version=str(DEMO_ENVIRONMENT["guidellm_version"]),
-        telemetry=_demo_telemetry(benchmark_s=stage_durations[RunStatus.BENCHMARKING], rng=rng),
+        # NVML samples only where there are GPUs: the CPU node records none.
+        telemetry=_demo_telemetry(benchmark_s=stage_durations[RunStatus.BENCHMARKING], rng=rng)
+        if runner.gpu_count
+        else [],
         **demo_run_texts(commit=commit, suite=suite, rng=rng),
     )
 
@@ -457,6 +470,7 @@ def demo_pending_runs_create(
         vllm_version=demo_vllm_version(commit=head),
         **texts,
     )
+    Runner.objects.filter(pk=node.pk).update(last_heartbeat_at=now)  # it is benchmarking right now
     running = demo_run_texts(commit=head, suite=main, rng=rng)
     del running["server_metrics"]
     running["logs"]["guidellm"] = "Benchmark concurrent@1: 9 requests completed, 0 errored\n"

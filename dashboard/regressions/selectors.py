@@ -226,28 +226,36 @@ def regressions_restored() -> dict[int, Restoration]:
     return restored
 
 
-def regressions_restored_rows(*, limit: int = 5) -> list[tuple[AlertGroup, Restoration]]:
-    """The newest regressions that a later change restored, each with what restored it."""
-    restored = regressions_restored()
+def regressions_restored_rows(
+    *, restored: dict[int, Restoration] | None = None, limit: int = 5
+) -> list[tuple[AlertGroup, Restoration]]:
+    """The newest regressions that a later change restored (`restored`, found when not given), each with
+    what restored it; no query when there are none."""
+    restored = regressions_restored() if restored is None else restored
+    if not restored:
+        return []
     groups = AlertGroup.objects.filter(pk__in=list(restored)).select_related("head_commit")
     return [(group, restored[group.pk]) for group in groups.order_by("-head_commit__position")[:limit]]
 
 
-def _groups_open() -> QuerySet[AlertGroup]:
+def _groups_open(*, restored: dict[int, Restoration] | None = None) -> QuerySet[AlertGroup]:
     """Groups with a regression that nobody has decided on yet, re-runs have not dismissed and no later
-    change (a revert or a fix) has restored."""
+    change (a revert or a fix) has restored (`restored`, found when not given)."""
+    restored = regressions_restored() if restored is None else restored
     return (
         AlertGroup.objects.filter(status__in=OPEN_STATUSES)
         .exclude(kind=GroupKind.IMPROVEMENT)
         .exclude(state=GroupState.DISMISSED)
-        .exclude(pk__in=list(regressions_restored()))
+        .exclude(pk__in=list(restored))
     )
 
 
-def alert_groups_open(*, limit: int = 20) -> list[AlertGroupRow]:
+def alert_groups_open(
+    *, restored: dict[int, Restoration] | None = None, limit: int = 20
+) -> list[AlertGroupRow]:
     """The open regressions (`_groups_open`), largest change first."""
     groups = (
-        _groups_open()
+        _groups_open(restored=restored)
         .order_by("-magnitude_pct", "-pk")
         .select_related("base_commit", "head_commit__repository")
         .prefetch_related(
@@ -257,12 +265,12 @@ def alert_groups_open(*, limit: int = 20) -> list[AlertGroupRow]:
     return alert_group_rows(groups=list(groups[:limit]))
 
 
-def open_regression_counts() -> dict[tuple[str, str], int]:
+def open_regression_counts(*, restored: dict[int, Restoration] | None = None) -> dict[tuple[str, str], int]:
     """How many open regressions touch each (suite name, hardware class), however many there are; one
-    query."""
+    query (and those of `regressions_restored` when `restored` is not given)."""
     return {
         (suite, hardware_class): count
-        for suite, hardware_class, count in Alert.objects.filter(group__in=_groups_open())
+        for suite, hardware_class, count in Alert.objects.filter(group__in=_groups_open(restored=restored))
         .values_list("series__suite__name", "series__hardware_class")
         .annotate(count=Count("group", distinct=True))
         .values_list("series__suite__name", "series__hardware_class", "count")

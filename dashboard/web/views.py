@@ -25,6 +25,7 @@ from dashboard.regressions.selectors import (
     alert_groups_naming,
     alert_groups_open,
     open_regression_counts,
+    regressions_restored,
     regressions_restored_rows,
 )
 from dashboard.web.figures import CommitUrl, concurrency_color
@@ -55,13 +56,14 @@ def commit_url_builder() -> CommitUrl:
 
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
+    restored = regressions_restored()  # once: the open list, the cards' counts and the recovered list
     cards = overview_cards(
         overviews=selectors.suites_overview(),
         sparklines=selectors.suites_sparklines(),
         suite_url=_route_builder("web:suite-timeline", "suite-name-placeholder"),
         commit_url=commit_url_builder(),
         alerts_url=reverse("regressions:alerts"),
-        open_regressions=open_regression_counts(),
+        open_regressions=open_regression_counts(restored=restored),
     )
     return render(
         request,
@@ -71,8 +73,8 @@ def overview(request: HttpRequest) -> HttpResponse:
             # The same head for every card: rendered once, not once per card.
             "headline_head": render_to_string("web/_headline_head.html", {"headline": HEADLINE_DISPLAYS}),
             "recent_commits": selectors.commits_recently_benchmarked(limit=15),
-            "open_regressions": alert_groups_open(),
-            "recovered": regressions_restored_rows(),
+            "open_regressions": alert_groups_open(restored=restored),
+            "recovered": regressions_restored_rows(restored=restored),
         },
     )
 
