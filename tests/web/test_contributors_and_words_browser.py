@@ -33,7 +33,7 @@ def _sign_in(browser, *, username: str, next_path: str) -> None:
     browser.page.locator("input[name=username]").fill(username)
     browser.page.locator("input[name=password]").fill("a-long-password-123")
     with browser.page.expect_navigation():
-        browser.page.locator("form.sign-in-form button").click()
+        browser.page.locator("form.sign-in-form input[type=submit]").click()
     assert browser.page.url == f"{browser.base_url}{next_path}"
 
 
@@ -80,7 +80,7 @@ def test_a_group_reads_in_words_and_previews_the_message_no_channel_sent(browser
     assert "no channel is set up" in silence and "PERFWATCH_ALERT_EMAILS" in silence
     preview = browser.page.locator(".notification-preview")
     assert preview.get_attribute("open") is not None
-    assert "PerfWatch found a regression" in preview.locator("pre").inner_text()
+    assert "PerfWatch found a Regression" in preview.locator("pre").inner_text()
 
     browser.open(f"/alerts/{improvement.pk}/")
     assert "improvements are not announced" in browser.page.locator(".notification-silence").inner_text()
