@@ -78,7 +78,7 @@ def channels_configured() -> list[str]:
 def notification_silence_reason(*, group: AlertGroup) -> str:
     """Why nothing was (or will be) sent about `group`, in a sentence; empty when it is told."""
     if group.kind not in NOTIFIED_KINDS:
-        return f"{group.get_kind_display()}s are not announced"
+        return f"{group.get_kind_display().lower()}s are not announced"
     if group.state == GroupState.SUSPECTED:
         return "it is suspected: nothing is sent before re-runs of its base and head confirm it"
     if group.state == GroupState.DISMISSED:
