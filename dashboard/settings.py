@@ -178,7 +178,7 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
 
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/accounts/login/"
 
 LOGGING = {
     "version": 1,

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.contrib.auth.views import LogoutView
+from django.contrib.auth.views import LoginView, LogoutView
 from django.urls import include, path, register_converter
 
 from dashboard import openapi
@@ -11,6 +11,8 @@ register_converter(RowId, "id")
 urlpatterns = [
     path("admin/", admin.site.urls),
     # Sign-out is a POST (a form in every page's header); it returns to the page it was sent from.
+    # Sign-in in the site's own look; it returns to the page it was sent from (`next`).
+    path("accounts/login/", LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", LogoutView.as_view(next_page="web:overview"), name="logout"),
     path("api/schema/", openapi.schema, name="api-schema"),
     path("api/", include("dashboard.benchmarks.urls")),

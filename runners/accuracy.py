@@ -31,6 +31,8 @@ ACCURACY_DIR = Path(__file__).resolve().parent / "accuracy"
 LM_EVAL_FILTER = "strict-match"
 Z_95 = 1.959963984540054
 REQUEST_TIMEOUT_S = 120.0
+# The slowest decode an answer may have per stream (tokens/s), for the request timeout of long answers.
+MIN_DECODE_TOK_S = 20.0
 
 
 class AccuracyFailed(RunnerError):
@@ -172,9 +174,13 @@ def lm_eval_argv(
     num_concurrent: int,
     limit: int | None,
     seed: int,
+    max_gen_toks: int,
 ) -> tuple[str, ...]:
     """`lm_eval run` of `task` through the server's chat completions endpoint, few-shot examples as
-    turns of the conversation (how chat models are scored on GSM8K)."""
+    turns of the conversation (how chat models are scored on GSM8K). `max_gen_toks` bounds each answer:
+    a reasoning model thinks for thousands of tokens before it answers, so it needs room for both, and
+    each request gets the time to generate them."""
+    timeout_s = max(REQUEST_TIMEOUT_S, max_gen_toks / MIN_DECODE_TOK_S)
     model_args = ",".join(
         (
             f"model={model}",
@@ -183,7 +189,7 @@ def lm_eval_argv(
             f"num_concurrent={num_concurrent}",
             "max_retries=3",
             "tokenized_requests=False",
-            f"timeout={REQUEST_TIMEOUT_S:.0f}",
+            f"timeout={timeout_s:.0f}",
         )
     )
     return (
@@ -199,6 +205,8 @@ def lm_eval_argv(
         "--fewshot_as_multiturn",
         "--batch_size",
         "1",
+        "--gen_kwargs",
+        f"max_gen_toks={max_gen_toks}",
         "--seed",
         str(seed),
         "--output_path",

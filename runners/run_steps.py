@@ -137,6 +137,7 @@ def accuracy_measure(
         num_concurrent=accuracy.num_concurrent,
         limit=accuracy.limit,
         seed=seed,
+        max_gen_toks=accuracy.max_tokens,
     )
     commands["accuracy"] = (shell_line(argv=argv, env={}),)
     command_run(

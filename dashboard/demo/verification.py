@@ -1,48 +1,31 @@
 """Re-runs for the embedded demo, which has no runner node: each verification run of a suspected group's
-base and head is drawn from the demo's own model of that commit (its first run's numbers with fresh
-run-to-run noise), stored by the one results writer and judged by the same rule as real repeats, so the
-demo shows groups going from suspected to confirmed with their verification runs."""
+base and head is drawn from the demo's own model at that commit (its true values with fresh run-to-run
+noise for every metric and level, as a real repeat differs), stored by the one results writer and judged
+by the same rule as real repeats, so the demo shows groups going from suspected to confirmed with their
+verification runs."""
 
 from __future__ import annotations
 
-import math
 import random
-from collections import defaultdict
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
 
-from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus, metric_higher_is_better
+from dashboard.benchmarks.models import Run, RunKind, RunStatus
 from dashboard.benchmarks.services import run_results_store
-from dashboard.demo.history import demo_run_create
+from dashboard.demo.history import demo_accuracy_store, demo_report, demo_run_create
+from dashboard.demo.model import DEMO_SEED, demo_model
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState
 from dashboard.regressions.selectors import group_range_commits
 from dashboard.regressions.sheriff.verdicts import group_judge
-from runners.guidellm_report import GuidellmReport, LevelResult
-
-RUN_TO_RUN_NOISE = 0.01  # the demo's repeats differ by about 1 % from run to run
 
 
-def _repeat_of(*, run: Run, rng: random.Random) -> GuidellmReport:
-    levels: dict[int, dict[str, float]] = defaultdict(dict)
-    factor = math.exp(rng.gauss(0.0, RUN_TO_RUN_NOISE))
-    for concurrency, metric, value in Measurement.objects.filter(run=run).values_list(
-        "series__concurrency", "series__metric", "value"
-    ):
-        faster = factor if metric_higher_is_better(metric) else 1 / factor
-        levels[concurrency][metric] = value * faster
-    return GuidellmReport(
-        guidellm_version=run.guidellm_version or "0.8.1",
-        labels={},
-        levels=tuple(LevelResult(concurrency=c, metrics=m) for c, m in sorted(levels.items())),
-    )
-
-
-def demo_groups_verify(*, limit: int = 4, seed: int = 50587) -> dict[int, str]:
+def demo_groups_verify(*, limit: int = 4, seed: int = DEMO_SEED) -> dict[int, str]:
     """Verify up to `limit` suspected demo groups whose range is one commit (the regression first, then
     the largest): returns each verified group's state afterwards."""
-    rng = random.Random(seed)
+    model = demo_model(seed=seed)
+    rng = random.Random(seed + 3)  # the re-runs' noise, apart from the history's
     run_rng = random.Random(seed + 1)  # the runs' stages and telemetry, apart from the numbers' noise
     groups = sorted(
         AlertGroup.objects.filter(state=GroupState.SUSPECTED).select_related("base_commit", "head_commit"),
@@ -85,9 +68,10 @@ def demo_groups_verify(*, limit: int = 4, seed: int = 50587) -> dict[int, str]:
                             kind=RunKind.VERIFICATION,
                             rng=run_rng,
                         )
-                        run_results_store(
-                            run=run, report=_repeat_of(run=first, rng=rng), raw_report=None, detect=False
-                        )
+                        position = commit.position or 0
+                        report = demo_report(model=model, suite=first.suite, position=position, rng=rng)
+                        run_results_store(run=run, report=report, raw_report=None, detect=False)
+                        demo_accuracy_store(model=model, run=run, position=position, rng=rng)
                         made.append(run)
             # In the demo's story the group was found just before its re-runs were queued: they are fresh.
             if made:

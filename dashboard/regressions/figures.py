@@ -3,6 +3,7 @@ the culprit range shaded. Built in Python and served as JSON; the web app's char
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import plotly.graph_objects as go
@@ -95,7 +96,7 @@ def alert_figure(
     figure.update_layout(
         template="none",
         height=260,
-        margin={"l": 64, "r": 16, "t": 16, "b": 36},
+        margin={"l": 64, "r": 16, "t": 16, "b": 48},
         font={"family": FONT, "size": 12, "color": "#1e293b"},
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="#ffffff",
@@ -106,7 +107,8 @@ def alert_figure(
             "gridcolor": GRID,
             "zeroline": False,
             "tickfont": {"color": MUTED},
-            "title": {"text": "position on main" if by_position else "benchmarked commits"},
+            # A triager reads commits by date and sha: a few ticks, each "Aug 28 / 85d83731".
+            **_commit_ticks(points=points, xs=xs),
         },
         yaxis={
             "showgrid": True,
@@ -117,3 +119,23 @@ def alert_figure(
         },
     )
     return figure
+
+
+AXIS_TICKS = 6
+
+
+def _commit_ticks(*, points: Sequence[ChartPoint], xs: Sequence[float]) -> dict[str, object]:
+    """Tick values and labels for about AXIS_TICKS commits spread over the chart: date and short sha."""
+    if not points:
+        return {}
+    step = max(1, math.ceil(len(points) / AXIS_TICKS))
+    chosen = list(range(0, len(points), step))
+    return {
+        "tickmode": "array",
+        "tickvals": [xs[index] for index in chosen],
+        "ticktext": [
+            (f"{points[index].committed_at:%b %d}<br>" if points[index].committed_at else "")
+            + points[index].commit_sha[:8]
+            for index in chosen
+        ],
+    }

@@ -26,6 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard import dispatch
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import Commit
 from dashboard.github.client import GitHubClient, GitHubError
 from dashboard.regressions.models import (
@@ -72,6 +73,24 @@ def channels_configured() -> list[str]:
     if settings.GITHUB_TOKEN:
         channels.append(NotificationChannel.GITHUB)
     return channels
+
+
+def notification_silence_reason(*, group: AlertGroup) -> str:
+    """Why nothing was (or will be) sent about `group`, in a sentence; empty when it is told."""
+    if group.kind not in NOTIFIED_KINDS:
+        return f"{group.get_kind_display().lower()}s are not announced"
+    if group.state == GroupState.SUSPECTED:
+        return "it is suspected: nothing is sent before re-runs of its base and head confirm it"
+    if group.state == GroupState.DISMISSED:
+        return "re-runs dismissed it"
+    if group.status not in NOTIFIED_STATUSES:
+        return f"it was triaged as {group.get_status_display().lower()} before anything was sent"
+    if not channels_configured():
+        return (
+            "no channel is set up: set PERFWATCH_ALERT_EMAILS, PERFWATCH_SLACK_WEBHOOK_URL or GITHUB_TOKEN "
+            "and confirmed groups are sent by e-mail, to Slack or as a comment on the culprit PR"
+        )
+    return ""
 
 
 def _culprit(commits: Sequence[Commit]) -> Commit | None:
@@ -126,7 +145,8 @@ def _alert_line(alert: Alert) -> str:
     series = alert.series
     p_value = f", p={alert.p_value:.1g}" if alert.p_value is not None else ""
     return (
-        f"{series.suite.name} on {series.hardware_class}, concurrency {series.concurrency}: {series.metric} "
+        f"{series.suite.name} on {series.hardware_class}, concurrency {series.concurrency}: "
+        f"{metric_display(metric=series.metric).label} "
         f"{alert.before_value:,.4g} → {alert.after_value:,.4g} ({alert.change_pct:+.1f} %{p_value}, "
         f"{alert.kind})"
     )
@@ -168,7 +188,8 @@ def group_message(*, group: AlertGroup) -> GroupMessage:
         lines.append(f"  {_alert_line(alert)}")
         series = alert.series
         md.append(
-            f"| {series.suite.name} | {series.hardware_class} | {series.concurrency} | `{series.metric}` | "
+            f"| {series.suite.name} | {series.hardware_class} | {series.concurrency} | "
+            f"{metric_display(metric=series.metric).label} | "
             f"{alert.before_value:,.4g} | {alert.after_value:,.4g} | {alert.change_pct:+.1f} % |"
         )
     if len(alerts) > MESSAGE_ALERTS:

@@ -14,6 +14,7 @@ from typing import Literal
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 from django.utils.text import capfirst
 
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     PENDING_RUN_STATUSES,
@@ -26,6 +27,7 @@ from dashboard.regressions.models import (
     DECIDED_STATUSES,
     Alert,
     AlertGroup,
+    AlertKind,
     Comment,
     GroupKind,
     GroupState,
@@ -119,8 +121,10 @@ class AlertGroupRow:
         if headline is None:
             return text
         series = headline.series
+        name = metric_display(metric=series.metric).short_label
+        sign = "+" if headline.change_pct > 0 else "\u2212" if headline.change_pct < 0 else ""
         return (
-            f"{text}: {series.metric} {headline.change_pct:+.1f} % "
+            f"{text}: {name} {sign}{abs(headline.change_pct):.1f} % "
             f"({series.suite.name} {series.hardware_class} c={series.concurrency})"
         )
 
@@ -144,19 +148,111 @@ def alert_group_rows(*, groups: list[AlertGroup]) -> list[AlertGroupRow]:
 OPEN_STATUSES: tuple[str, ...] = (TriageStatus.UNTRIAGED, TriageStatus.INVESTIGATING)
 
 
-def _groups_open() -> QuerySet[AlertGroup]:
-    """Groups with a regression that nobody has decided on yet and re-runs have not dismissed."""
+# A regression counts as restored once a later change on the same series brings it back within this
+# share of its own size (the revert of a 6 % loss that lands 0.5 % short still restores it).
+RESTORED_WITHIN = 0.5
+
+
+@dataclass(frozen=True)
+class Restoration:
+    """A later group (its revert, or a fix) that undid a regression on its series."""
+
+    regression_id: int
+    by: AlertGroup  # base and head commits loaded
+    series_restored: int
+    series_regressed: int
+
+    @property
+    def by_revert(self) -> bool:
+        return self.by.head_commit.subject.lower().startswith("revert")
+
+
+def _restored(*, lost: Alert, back: Alert) -> bool:
+    """Whether `back` (a later change of the same series) undoes `lost`: after it, the series is within
+    RESTORED_WITHIN of `lost`'s size from where it was before `lost`."""
+    if lost.before_value == 0 or (lost.change_pct > 0) == (back.change_pct > 0):
+        return False
+    remaining = abs(back.after_value / lost.before_value - 1.0) * 100.0
+    return remaining <= RESTORED_WITHIN * abs(lost.change_pct)
+
+
+def regressions_restored() -> dict[int, Restoration]:
+    """Regressions (and trade-offs) that a later change restored, by group id: most of their regressed
+    series came back by the head of one later group. Two queries."""
+    lost_by_group: dict[int, list[Alert]] = {}
+    positions: dict[int, int] = {}
+    for alert in (
+        Alert.objects.filter(
+            kind=AlertKind.REGRESSION, group__kind__in=(GroupKind.REGRESSION, GroupKind.TRADE_OFF)
+        )
+        .exclude(group__state=GroupState.DISMISSED)
+        .select_related("group__head_commit")
+    ):
+        lost_by_group.setdefault(alert.group_id, []).append(alert)
+        positions[alert.group_id] = alert.group.head_commit.position or 0
+    if not lost_by_group:
+        return {}
+    series = {alert.series_id for alerts in lost_by_group.values() for alert in alerts}
+    later: dict[int, list[Alert]] = {}
+    for alert in (
+        Alert.objects.filter(series_id__in=series, kind=AlertKind.IMPROVEMENT)
+        .exclude(group__state=GroupState.DISMISSED)
+        .select_related("group__base_commit", "group__head_commit")
+        .order_by("group__head_commit__position", "pk")
+    ):
+        later.setdefault(alert.series_id, []).append(alert)
+    restored: dict[int, Restoration] = {}
+    for group_id, lost in lost_by_group.items():
+        counts: dict[int, int] = {}
+        groups: dict[int, AlertGroup] = {}
+        for alert in lost:
+            for back in later.get(alert.series_id, ()):
+                if (back.group.base_commit.position or 0) >= positions[group_id] and _restored(
+                    lost=alert, back=back
+                ):
+                    counts[back.group_id] = counts.get(back.group_id, 0) + 1
+                    groups[back.group_id] = back.group
+        best = max(counts, key=lambda pk: (counts[pk], -(groups[pk].head_commit.position or 0)), default=None)
+        if best is not None and counts[best] * 2 > len(lost):
+            restored[group_id] = Restoration(
+                regression_id=group_id,
+                by=groups[best],
+                series_restored=counts[best],
+                series_regressed=len(lost),
+            )
+    return restored
+
+
+def regressions_restored_rows(
+    *, restored: dict[int, Restoration] | None = None, limit: int = 5
+) -> list[tuple[AlertGroup, Restoration]]:
+    """The newest regressions that a later change restored (`restored`, found when not given), each with
+    what restored it; no query when there are none."""
+    restored = regressions_restored() if restored is None else restored
+    if not restored:
+        return []
+    groups = AlertGroup.objects.filter(pk__in=list(restored)).select_related("head_commit")
+    return [(group, restored[group.pk]) for group in groups.order_by("-head_commit__position")[:limit]]
+
+
+def _groups_open(*, restored: dict[int, Restoration] | None = None) -> QuerySet[AlertGroup]:
+    """Groups with a regression that nobody has decided on yet, re-runs have not dismissed and no later
+    change (a revert or a fix) has restored (`restored`, found when not given)."""
+    restored = regressions_restored() if restored is None else restored
     return (
         AlertGroup.objects.filter(status__in=OPEN_STATUSES)
         .exclude(kind=GroupKind.IMPROVEMENT)
         .exclude(state=GroupState.DISMISSED)
+        .exclude(pk__in=list(restored))
     )
 
 
-def alert_groups_open(*, limit: int = 20) -> list[AlertGroupRow]:
+def alert_groups_open(
+    *, restored: dict[int, Restoration] | None = None, limit: int = 20
+) -> list[AlertGroupRow]:
     """The open regressions (`_groups_open`), largest change first."""
     groups = (
-        _groups_open()
+        _groups_open(restored=restored)
         .order_by("-magnitude_pct", "-pk")
         .select_related("base_commit", "head_commit__repository")
         .prefetch_related(
@@ -166,12 +262,12 @@ def alert_groups_open(*, limit: int = 20) -> list[AlertGroupRow]:
     return alert_group_rows(groups=list(groups[:limit]))
 
 
-def open_regression_counts() -> dict[tuple[str, str], int]:
+def open_regression_counts(*, restored: dict[int, Restoration] | None = None) -> dict[tuple[str, str], int]:
     """How many open regressions touch each (suite name, hardware class), however many there are; one
-    query."""
+    query (and those of `regressions_restored` when `restored` is not given)."""
     return {
         (suite, hardware_class): count
-        for suite, hardware_class, count in Alert.objects.filter(group__in=_groups_open())
+        for suite, hardware_class, count in Alert.objects.filter(group__in=_groups_open(restored=restored))
         .values_list("series__suite__name", "series__hardware_class")
         .annotate(count=Count("group", distinct=True))
         .values_list("series__suite__name", "series__hardware_class", "count")
@@ -440,6 +536,7 @@ class ChartPoint:
     pr_number: int | None
     position: int | None
     value: float
+    committed_at: datetime | None = None
 
 
 def alert_chart_points(*, alert: Alert, head_commit_id: int, span: int = 30) -> list[ChartPoint]:
@@ -453,6 +550,7 @@ def alert_chart_points(*, alert: Alert, head_commit_id: int, span: int = 30) -> 
             pr_number=commits[point.commit_id].pr_number,
             position=commits[point.commit_id].position,
             value=point.value,
+            committed_at=commits[point.commit_id].committed_at,
         )
         for point in window.points
     ]
@@ -522,3 +620,63 @@ def alert_get(*, alert_id: int) -> Alert | None:
         .filter(pk=alert_id)
         .first()
     )
+
+
+@dataclass(frozen=True)
+class AlertFamily:
+    """The alerts of one metric family (throughput, TTFT, latency, ITL, TPOT …) of a group, read in one
+    line: which statistics and levels moved, and by how much."""
+
+    label: str
+    unit: str
+    alerts: tuple[Alert, ...]  # largest change first
+
+    @property
+    def headline(self) -> Alert:
+        return self.alerts[0]
+
+    @property
+    def statistics(self) -> tuple[str, ...]:
+        found = {_statistic(alert.series.metric) for alert in self.alerts} - {""}
+        return tuple(sorted(found, key=lambda name: -1 if name == "mean" else int(name[1:])))
+
+    @property
+    def concurrencies(self) -> tuple[int, ...]:
+        return tuple(sorted({alert.series.concurrency for alert in self.alerts}))
+
+    @property
+    def low_pct(self) -> float:
+        return min(alert.change_pct for alert in self.alerts)
+
+    @property
+    def high_pct(self) -> float:
+        return max(alert.change_pct for alert in self.alerts)
+
+    @property
+    def worse(self) -> bool:
+        return self.headline.kind == AlertKind.REGRESSION
+
+
+def _statistic(metric: str) -> str:
+    tail = metric.rsplit("_", 1)[-1]
+    return tail if tail == "mean" or (tail.startswith("p") and tail[1:].isdigit()) else ""
+
+
+def _family(metric: str) -> str:
+    statistic = _statistic(metric)
+    return metric.removesuffix(f"_{statistic}") if statistic else metric
+
+
+def alert_families(*, alerts: Sequence[Alert]) -> list[AlertFamily]:
+    """`alerts` by metric family, each family's largest change first; families in the order of their
+    first alert (alert_order puts the headline metrics first)."""
+    by_family: dict[str, list[Alert]] = {}
+    for alert in alerts:
+        by_family.setdefault(_family(alert.series.metric), []).append(alert)
+    families = []
+    for members in by_family.values():
+        members.sort(key=lambda alert: -abs(alert.change_pct))
+        display = metric_display(metric=members[0].series.metric)
+        label = display.short_label.removesuffix(f" {_statistic(members[0].series.metric)}").strip()
+        families.append(AlertFamily(label=label, unit=display.unit, alerts=tuple(members)))
+    return families

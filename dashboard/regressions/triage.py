@@ -100,9 +100,21 @@ def group_triage(
     return events
 
 
+COMMENT_PERMISSION = "regressions.add_comment"  # what the Commenters group grants
+
+
+def comment_allowed(*, user: AbstractBaseUser | AnonymousUser) -> bool:
+    """Staff, and signed-in contributors in the Commenters group (or with its permission), may comment."""
+    if not user.is_authenticated:
+        return False
+    has_perm = getattr(user, "has_perm", None)
+    return bool(getattr(user, "is_staff", False) or (has_perm is not None and has_perm(COMMENT_PERMISSION)))
+
+
 def group_comment_add(*, group_id: int, user: AbstractBaseUser | AnonymousUser, text: str) -> Comment:
     """Add a comment to a group's thread; comments are never edited, so the thread is its own record."""
-    _user_check(user)
+    if not comment_allowed(user=user):
+        raise TriageRefused("commenting needs a signed-in staff user or a member of the Commenters group")
     text = text.strip()
     if not text:
         raise TriageRefused("a comment needs some text")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from urllib.parse import urlencode
 
 import plotly.io
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.auth.decorators import login_required
 from django.contrib.syndication.views import Feed
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -15,13 +17,20 @@ from django.urls import reverse
 from django.utils.feedgenerator import Atom1Feed
 from django.views.decorators.http import require_GET, require_POST
 
+from dashboard.downloads import download_format, figure_response
 from dashboard.regressions import selectors
 from dashboard.regressions.figures import alert_figure
 from dashboard.regressions.forms import AlertFilterForm, CommentForm, GroupTriageForm
 from dashboard.regressions.models import GroupKind, TriageStatus
-from dashboard.regressions.notifications import notification_retry
+from dashboard.regressions.notifications import group_message, notification_retry, notification_silence_reason
 from dashboard.regressions.sheriff.profiles import group_profile
-from dashboard.regressions.triage import TriageChange, TriageRefused, group_comment_add, group_triage
+from dashboard.regressions.triage import (
+    TriageChange,
+    TriageRefused,
+    comment_allowed,
+    group_comment_add,
+    group_triage,
+)
 
 PAGE_SIZE = 25
 # The alerts list's keys for a group's status, as Perfherder's: one letter each, u to start over.
@@ -61,6 +70,7 @@ def alerts(request: HttpRequest) -> HttpResponse:
             "filters": filters,
             "page": page,
             "rows": selectors.alert_group_rows(groups=list(page.object_list)),
+            "restored": selectors.regressions_restored(),
             "suites": suites,
             "hardware_classes": hardware_classes,
             "unknown": {
@@ -87,9 +97,13 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
         form = GroupTriageForm(
             group_id=group.pk, initial={"status": group.status, "assignee": group.assignee_id}
         )
+    if comment_allowed(user=request.user):
         comment_form = CommentForm()
+    # One chart per metric family (its largest change), the family's other statistics in its summary line.
+    families = selectors.alert_families(alerts=detail.alerts)
     charts = [
-        (alert, reverse("regressions:alert-figure", args=[alert.pk])) for alert in detail.alerts[:MAX_CHARTS]
+        (family, family.headline, reverse("regressions:alert-figure", args=[family.headline.pk]))
+        for family in families[:MAX_CHARTS]
     ]
     profile = group_profile(group=group, alerts=detail.alerts)
     return render(
@@ -99,7 +113,7 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
             "detail": detail,
             "group": group,
             "charts": charts,
-            "more_alerts": max(0, len(detail.alerts) - MAX_CHARTS),
+            "families": families,
             "form": form,
             "comment_form": comment_form,
             "culprit": detail.commits[0] if len(detail.commits) == 1 else None,
@@ -109,6 +123,9 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
             ],
             "statuses": TriageStatus.choices,
             "related": selectors.alert_groups_related(group=group, commits=detail.commits),
+            "restored": selectors.regressions_restored().get(group.pk),
+            "silence_reason": notification_silence_reason(group=group),
+            "message": group_message(group=group),
             "compare_suite": detail.alerts[0].series.suite.name if detail.alerts else "",
             "compare_hardware": detail.alerts[0].series.hardware_class if detail.alerts else "",
             "profile": profile,
@@ -147,7 +164,7 @@ def alert_group_status(request: HttpRequest, group_id: int) -> JsonResponse:
     return JsonResponse({"status": status, "label": TriageStatus(status).label})
 
 
-@staff_member_required
+@login_required
 @require_POST
 def alert_group_comment(request: HttpRequest, group_id: int) -> HttpResponse:
     form = CommentForm(request.POST)
@@ -186,6 +203,10 @@ def alert_figure_json(request: HttpRequest, alert_id: int) -> HttpResponse:
         commit_url=_commit_url,
         neighbour_ranges=selectors.series_change_ranges(series_id=alert.series_id, exclude_alert_id=alert.pk),
     )
+    if download_format(request) is not None:
+        return figure_response(
+            figure=json.loads(plotly.io.to_json(figure)), request=request, filename=f"alert-{alert.pk}"
+        )
     return HttpResponse(plotly.io.to_json(figure), content_type="application/json")
 
 

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.benchmarks.columns import series_points
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
+from dashboard.downloads import download_format, table_response
 from dashboard.web.filters import FilterInvalid, timeline_filters_parse
 from dashboard.web.timeline_data import timeline_payload, timeline_version
 from dashboard.web.views import commit_url_builder
@@ -157,5 +158,23 @@ def suite_series(request: HttpRequest, suite: str) -> HttpResponse:
             for item in found
         ],
     }
+    fmt = download_format(request)
+    if fmt == "csv":
+        rows = [
+            {
+                "suite": suite_row.name,
+                "hardware": filters.hardware_class,
+                "metric": item.metric,
+                "concurrency": item.concurrency,
+                "commit": sha,
+                "committed_at": at,
+                "pr_number": pr_number,
+                "value": value,
+                "runs": runs,
+            }
+            for item in found
+            for sha, at, pr_number, value, runs in item.points
+        ]
+        return table_response(rows=rows, fmt=fmt, filename=f"{suite_row.name}-series")
     # orjson: ten thousand points encode in a few milliseconds, where json.dumps takes tens.
     return HttpResponse(orjson.dumps(body), content_type="application/json")

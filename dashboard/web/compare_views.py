@@ -12,6 +12,7 @@ from dashboard.benchmarks.capacity_selectors import commit_load_curve
 from dashboard.benchmarks.compare import compare_markdown
 from dashboard.benchmarks.comparison import Comparison, ComparisonInvalid, comparison_get, metric_columns
 from dashboard.benchmarks.metrics import metric_display
+from dashboard.downloads import download_format, table_response
 from dashboard.github import selectors
 from dashboard.web.impact_tables import compare_table
 from dashboard.web.load_curves import LoadCurveSection, load_curve_section
@@ -59,6 +60,29 @@ def compare(request: HttpRequest) -> HttpResponse:
         except ComparisonInvalid as error:
             context["error"], status = str(error), 400
         else:
+            fmt = download_format(request)
+            if fmt is not None:
+                return table_response(
+                    rows=[
+                        {
+                            "suite": comparison.suite.name,
+                            "hardware": comparison.hardware_class,
+                            "base": comparison.base.sha,
+                            "head": comparison.head.sha,
+                            "concurrency": row.concurrency,
+                            "metric": row.metric,
+                            "base_value": row.base,
+                            "head_value": row.head,
+                            "change_pct": row.change_pct,
+                            "low_pct": row.estimate.low_pct if row.estimate else None,
+                            "high_pct": row.estimate.high_pct if row.estimate else None,
+                            "p_value": row.estimate.p_value if row.estimate else None,
+                        }
+                        for row in comparison.rows
+                    ],
+                    fmt=fmt,
+                    filename=f"compare-{comparison.base.short_sha}-{comparison.head.short_sha}",
+                )
             columns, levels = compare_table(rows=comparison.rows)
             context.update(
                 comparison=comparison,

@@ -11,7 +11,9 @@ from django.views.decorators.http import require_GET
 from dashboard.benchmarks import selectors as benchmark_selectors
 from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
+from dashboard.downloads import download_format, figure_response, table_response
 from dashboard.github import selectors
+from dashboard.regressions.selectors import alert_groups_naming
 from dashboard.web.impact_tables import impact_rows
 from dashboard.web.markers import tracking_query_pairs, tracking_selection_parse
 from dashboard.web.pages import not_found
@@ -26,6 +28,33 @@ def pull_request(request: HttpRequest, number: int) -> HttpResponse:
     if detail is None:
         return not_found(
             request, f"PR #{number} is in no tracking issue and no synced commit on main names it."
+        )
+    fmt = download_format(request)
+    if fmt is not None:
+        return table_response(
+            rows=[
+                {
+                    "pr": number,
+                    "suite": impact.suite,
+                    "hardware": impact.hardware_class,
+                    "before": impact.before.sha,
+                    "after": impact.after.sha,
+                    "concurrency": level.concurrency,
+                    "metric": change.metric,
+                    "before_value": change.before,
+                    "after_value": change.after,
+                    "change_pct": change.change_pct,
+                    "low_pct": change.estimate.low_pct if change.estimate else None,
+                    "high_pct": change.estimate.high_pct if change.estimate else None,
+                    "p_value": change.estimate.p_value if change.estimate else None,
+                }
+                for impact in detail.impacts
+                for level in impact.levels
+                for change in level.changes
+                if change is not None
+            ],
+            fmt=fmt,
+            filename=f"pr-{number}",
         )
     scope_options = [f"{impact.suite}/{impact.hardware_class}" for impact in detail.impacts]
     scope = request.GET.get("scope", "")
@@ -53,6 +82,9 @@ def pull_request(request: HttpRequest, number: int) -> HttpResponse:
             "scope": scope,
             "scope_options": scope_options,
             "charts": charts,
+            "groups": alert_groups_naming(commit=detail.pull.merge_commit)
+            if detail.pull.merge_commit
+            else [],
             # The chosen suite's before and after the merge, side by side.
             "compare": next(
                 (impact for impact in detail.impacts if f"{impact.suite}/{impact.hardware_class}" == scope),
@@ -77,4 +109,4 @@ def pull_request_figure(request: HttpRequest, number: int, suite: str, metric: s
         tracking=tracking_selection_parse(query=request.GET),
         commit_url=commit_url_builder(),
     )
-    return JsonResponse(figure)
+    return figure_response(figure=figure, request=request, filename=f"pr-{number}-{suite}-{metric}")

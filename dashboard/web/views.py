@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -22,7 +22,13 @@ from dashboard.benchmarks.scheduling import suites_waiting_for_nodes
 from dashboard.benchmarks.selectors import HardwareFacet
 from dashboard.github.impact import commit_changes
 from dashboard.github.selectors import tracking_issues_active
-from dashboard.regressions.selectors import alert_groups_naming, alert_groups_open, open_regression_counts
+from dashboard.regressions.selectors import (
+    alert_groups_naming,
+    alert_groups_open,
+    open_regression_counts,
+    regressions_restored,
+    regressions_restored_rows,
+)
 from dashboard.web.figures import CommitUrl, concurrency_color
 from dashboard.web.filters import (
     STATISTICS,
@@ -32,6 +38,7 @@ from dashboard.web.filters import (
 )
 from dashboard.web.load_curves import load_curve_section
 from dashboard.web.markers import tracking_toggles
+from dashboard.web.search import search
 from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, overview_cards
 
 QUICK_RANGES_DAYS = (7, 30, 90)
@@ -50,13 +57,14 @@ def commit_url_builder() -> CommitUrl:
 
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
+    restored = regressions_restored()  # once: the open list, the cards' counts and the recovered list
     cards = overview_cards(
         overviews=overview_selectors.suites_overview(),
         sparklines=overview_selectors.suites_sparklines(),
         suite_url=_route_builder("web:suite-timeline", "suite-name-placeholder"),
         commit_url=commit_url_builder(),
         alerts_url=reverse("regressions:alerts"),
-        open_regressions=open_regression_counts(),
+        open_regressions=open_regression_counts(restored=restored),
     )
     return render(
         request,
@@ -66,7 +74,8 @@ def overview(request: HttpRequest) -> HttpResponse:
             # The same head for every card: rendered once, not once per card.
             "headline_head": render_to_string("web/_headline_head.html", {"headline": HEADLINE_DISPLAYS}),
             "recent_commits": overview_selectors.commits_recently_benchmarked(limit=15),
-            "open_regressions": alert_groups_open(),
+            "open_regressions": alert_groups_open(restored=restored),
+            "recovered": regressions_restored_rows(restored=restored),
         },
     )
 
@@ -130,7 +139,15 @@ def _timeline_context(
         # One request for every chart: the metrics travel with the filters.
         "timeline_url": f"{reverse('web:suite-timeline-data', args=[suite.name])}?{figure_query}&"
         + urlencode([("metric", metric) for metric in metrics]),
-        "charts": [{"display": metric_display(metric=metric)} for metric in metrics],
+        "charts": [
+            {
+                "display": metric_display(metric=metric),
+                # The chart's points as a file: the series API with the page's filters and this metric.
+                "data_url": f"{reverse('web:suite-series', args=[suite.name])}?{figure_query}&"
+                + urlencode([("metric", metric)]),
+            }
+            for metric in metrics
+        ],
         "statistics": [
             (option, f"?{replace(filters, statistic=option).query_string()}", option == filters.statistic)
             for option in STATISTICS
@@ -254,3 +271,12 @@ def commit_runs(request: HttpRequest, sha: str) -> HttpResponse:
         return HttpResponse("No such commit.", status=404, content_type="text/plain")
     runs = selectors.commit_runs(commit=commit, offset=RUNS_SHOWN)
     return render(request, "web/_commit_runs.html", {"runs": runs})
+
+
+@require_GET
+def search_page(request: HttpRequest) -> HttpResponse:
+    """The header's search: straight to the one page an exact query names, else the matches."""
+    results = search(query=request.GET.get("q", ""))
+    if results.exact_path is not None:
+        return redirect(results.exact_path)
+    return render(request, "web/search.html", {"results": results})

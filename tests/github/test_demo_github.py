@@ -36,7 +36,9 @@ def test_every_merged_demo_pr_has_a_measured_impact(demo):
 
     measured = [tracked.pull.number for tracked in detail.pulls if tracked.impacts]
     assert measured == [number for number, _ in TRACKING_PRS]
-    assert detail.scopes == (("kimi-k3-8k1k", "b300", (1, 4, 16)),)
+    # The reference suite, and the long-context one from the DCP merge on.
+    assert ("kimi-k3-8k1k", "b300", (1, 4, 16)) in detail.scopes
+    assert ("kimi-k3-dcp-120k", "b300", (1, 2)) in detail.scopes
 
 
 def test_loading_the_demo_github_side_twice_changes_nothing(demo):

@@ -67,17 +67,19 @@ def test_lm_eval_command_runs_gsm8k_through_the_chat_endpoint():
         num_concurrent=16,
         limit=None,
         seed=42,
+        max_gen_toks=16384,
     )
     assert argv == (
         "/env/bin/lm_eval", "run",
         "--model", "local-chat-completions",
         "--model_args",
         "model=moonshotai/Kimi-K3,base_url=http://127.0.0.1:8000/v1/chat/completions,"
-        "tokenizer=moonshotai/Kimi-K3,num_concurrent=16,max_retries=3,tokenized_requests=False,timeout=120",
+        "tokenizer=moonshotai/Kimi-K3,num_concurrent=16,max_retries=3,tokenized_requests=False,timeout=819",
         "--tasks", "gsm8k",
         "--apply_chat_template",
         "--fewshot_as_multiturn",
         "--batch_size", "1",
+        "--gen_kwargs", "max_gen_toks=16384",
         "--seed", "42",
         "--output_path", "/work/lm-eval",
     )  # fmt: skip
@@ -91,8 +93,11 @@ def test_lm_eval_command_runs_gsm8k_through_the_chat_endpoint():
         num_concurrent=1,
         limit=50,
         seed=1,
+        max_gen_toks=256,
     )
     assert limited[-2:] == ("--limit", "50")
+    # A short answer keeps the usual timeout.
+    assert "timeout=120" in limited[limited.index("--model_args") + 1]
 
 
 # The shape lm-eval 0.4.13 writes (lm_eval/result_schema.py): a fraction per "metric,filter" and the

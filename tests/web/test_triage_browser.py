@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import Resolver404, resolve
 
+from dashboard.demo.model import REVERT_PR
 from dashboard.github.models import TrackingIssue
 from dashboard.regressions.models import AlertGroup, GroupKind
-from dashboard.regressions.selectors import alert_group_rows
 from tests.web import test_browser
 from tests.web.test_browser import BrowserPage
 
@@ -72,34 +72,35 @@ def _pr_links_of(browser: BrowserPage, path: str) -> list[tuple[str, str | None]
     return [tuple(pair) for pair in browser.page.evaluate(PR_MENTION_LINKS)]
 
 
-def test_overview_lists_the_demos_open_regression_first_with_its_pr_link(browser, demo) -> None:
+def test_a_regression_its_revert_restored_is_recovered_not_open_and_links_to_the_revert(
+    browser, demo
+) -> None:
     regression = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
+    revert = AlertGroup.objects.get(head_commit__pr_number=REVERT_PR)
     browser.open("/")
 
-    items = browser.page.locator(".open-regressions .regression-item")
-    assert items.count() == 1
-    item = items.first
-    assert item.locator(".pr-link").get_attribute("href") == f"/prs/{regression.head_commit.pr_number}/"
-    headline = alert_group_rows(groups=[regression])[0].headline
-    assert headline is not None and headline.change_pct < 0  # the demo's throughput drop
-    assert item.locator(".regression-size").inner_text() == f"{headline.change_pct:.1f} %"
-    assert "output_throughput_tok_s" in item.locator(".metrics").inner_text()
-    assert "detected" in item.inner_text()
-    # Open regressions come before the suites' health.
-    sections = browser.page.locator("h2.section-title").all_text_contents()
-    assert sections.index("Open regressions") < sections.index("Suites")
-
-    with browser.page.expect_navigation():
-        item.locator(".pr-link").click()
-    assert urlsplit(browser.page.url).path == f"/prs/{regression.head_commit.pr_number}/"
-    github = browser.page.locator("a", has_text="PR on GitHub")
-    assert github.get_attribute("href").endswith(f"/pull/{regression.head_commit.pr_number}")
-
-    # Once triaged, the overview says all is well.
-    AlertGroup.objects.filter(pk=regression.pk).update(status="fixed")
-    browser.open("/")
+    # Open means open: the revert brought every regressed series back, so nothing is listed as open.
     assert browser.page.locator(".open-regressions").count() == 0
     assert "All is well" in browser.page.locator(".all-well").inner_text()
+    sections = browser.page.locator("h2.section-title").all_text_contents()
+    assert sections.index("Open regressions") < sections.index("Suites")
+    item = browser.page.locator(".recovered-item")
+    assert item.count() == 1
+    assert item.locator(".regression-title").get_attribute("href") == f"/alerts/{regression.pk}/"
+    assert item.locator(".restored-by").get_attribute("href") == f"/alerts/{revert.pk}/"
+    assert item.locator(".restored-by").inner_text().startswith(f"PR #{REVERT_PR}: Revert")
+
+    with browser.page.expect_navigation():
+        item.locator(".regression-title").click()
+    recovered = browser.page.locator("#recovered")
+    assert "Recovered." in recovered.inner_text() and "Its revert" in recovered.inner_text()
+    assert recovered.locator(f"a[href='/prs/{REVERT_PR}/']").count() == 1
+    assert browser.page.locator(".commit-meta .verdict-recovered").count() == 1
+    # The alerts list says so beside the group, linking to what restored it.
+    browser.open("/alerts/")
+    badge = browser.page.locator(f"tr[data-group-id='{regression.pk}'] .verdict-recovered")
+    assert badge.get_attribute("href") == f"/alerts/{revert.pk}/"
+    assert browser.page.locator(f"tr[data-group-id='{revert.pk}'] .verdict-recovered").count() == 0
     assert browser.console_errors == []
 
 
