@@ -1,6 +1,9 @@
 """`make bench`: a year of vLLM main in PostgreSQL, and how fast the product reads, draws, stores and
 detects on it. The dataset is built once per DATASET_VERSION and reused.
 
+Longer than 500 lines: one command builds the dataset and measures every goal in one run; its steps
+share that dataset and the server it starts.
+
 Scale: 10,000 commits x 3 suites x 2 hardware classes x concurrency 1/4/16 x 21 metrics (378 series,
 60,000 runs, 3.78 million measurements), repeat runs (verification and culprit search) on 10 % of the
 commits, a release tag every two weeks, raw reports stored for a sample of runs, 100 tracking-issue PRs,

@@ -39,11 +39,19 @@ def test_every_function_a_pass_names_is_defined_in_its_file() -> None:
             assert name in defined, f"{name} is not defined in {path}"
 
 
-def test_no_runner_module_is_longer_than_one_reading() -> None:
-    # A node's code is read when a run fails on a machine far away: each module stays short enough to hold.
+def test_no_module_is_longer_than_one_reading_without_saying_why() -> None:
+    # A module is read whole when something breaks: past 500 lines its docstring says why it is one piece.
+    sources = [
+        path
+        for folder in ("dashboard", "runners", "workers", "lab")
+        for path in (ROOT / folder).rglob("*.py")
+        if "migrations" not in path.parts
+    ]
+    sources += (ROOT / "dashboard" / "web" / "static" / "perfwatch").glob("*.js")
     long = {
         str(path.relative_to(ROOT)): count
-        for path in (ROOT / "runners").rglob("*.py")
-        if (count := len(path.read_text().splitlines())) > 500
+        for path in sources
+        if (count := len((text := path.read_text()).splitlines())) > 500
+        and "Longer than 500 lines:" not in text[:1500]
     }
     assert long == {}

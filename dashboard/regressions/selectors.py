@@ -1,6 +1,9 @@
 """Reads for the alert pages: alert lists, a group's page, its chart points, precision, triage history.
 
 The detector's window reads are `detect/windows.py`; timeline markers are `timeline.py`.
+
+Longer than 500 lines: every read of the alert pages sits beside the others, so that the pages'
+query-count tests pin one module.
 """
 
 from __future__ import annotations

@@ -204,5 +204,7 @@ def test_a_stored_report_reaches_its_notification_through_the_documented_files(
     assert Notification.objects.filter(group=group, status=NotificationStatus.SENT).exists()
 
     documented = documented_passes()
-    assert flow(store_pass) == documented["store"], sorted(flow(store_pass))
-    assert flow(confirmation_pass) == documented["confirmation"], sorted(flow(confirmation_pass))
+    assert flow(store_pass) == documented["store"], sorted(flow(store_pass) ^ documented["store"])
+    assert flow(confirmation_pass) == documented["confirmation"], sorted(
+        flow(confirmation_pass) ^ documented["confirmation"]
+    )

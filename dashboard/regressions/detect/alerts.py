@@ -1,5 +1,8 @@
 """Writes: alert groups for the changes located jointly over the series of a suite and hardware class.
 
+Longer than 500 lines: locating changes, matching them to the known groups and storing them are the
+steps of one transaction under the series' locks, and read best side by side.
+
 Detection is incremental: a new run is analysed in a window of at most `PERFWATCH_DETECTION_WINDOW`
 benchmarked points around its commit, so the cost of a new point does not grow with the history. The
 series of a suite and hardware class are analysed together under their row locks, and alerts and groups

@@ -1,6 +1,9 @@
 """The culprit search: for a confirmed change, a posterior over the commit of its range that made it, the
 next run where it tells most, and the range narrowed to one commit once that commit holds 95 %.
 
+Longer than 500 lines: the whole culprit search in one module, as the design asks (choosing the next run,
+placing runs, narrowing, and the remainder a found culprit leaves); its pure maths is `posterior.py`.
+
 Every run of every series of the group at every commit of the range counts, whenever it was stored and
 whatever its kind (`posterior` says how, outliers included); runs at and beyond both ends give the levels
 on each side. The posterior is recomputed from the database each time and stored in the group's evidence
