@@ -191,7 +191,7 @@ def simulation_run(
             Suite.objects.create(
                 name=name,
                 hardware_class=HARDWARE,
-                install_settings={"method": "wheel"},
+                install_settings={"method": "wheel_index"},
                 concurrencies=list(concurrencies),
                 timeouts={"install_s": 1800, "server_start_s": 900, "benchmark_s": 3600},
             )
@@ -226,6 +226,10 @@ def simulation_run(
             if clock.now >= next_schedule:
                 # The periodic scheduler, skipped (as a no-op) while no commit, run or queue changed.
                 if changed:
+                    # The nodes are alive: each says so between runs, as a real node's presence beat does.
+                    Runner.objects.filter(pk__in=[runner.pk for runner in runners]).update(
+                        last_heartbeat_at=clock.now
+                    )
                     runs_schedule_all()
                     changed = False
                 next_schedule += SCHEDULER_PERIOD
