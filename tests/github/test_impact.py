@@ -203,8 +203,9 @@ def test_the_tracking_page_takes_a_fixed_number_of_queries(
 
     # issue, items, reverts, commit sync state, the three counts the impacts are kept under; then, the
     # first time, benchmarked commits, measurements, commits in ranges, the suites, and the series' noise
-    # (the latest commits of every suite and hardware class with their measurements, in one statement)
-    with django_assert_num_queries(12):
+    # (the latest commits of every suite and hardware class with their measurements, in one statement),
+    # and the suites' detection settings, which judge a change on this page as detection does
+    with django_assert_num_queries(13):
         assert client.get(TRACKING_PAGE).status_code == 200
     with django_assert_num_queries(7):
         assert client.get(TRACKING_PAGE).status_code == 200

@@ -90,7 +90,9 @@ def test_profile_runs_of_real_vllm_cpu_trace_their_ops_and_leave_the_levels_alon
     # The stage ran after the levels, in the same server; a run not asked to profile has none.
     assert eager_stages == ["installing", "starting_server", "benchmarking", "profiling"]
     assert plain_stages == ["installing", "starting_server", "benchmarking"] and plain.profile is None
-    assert eager.warnings == () and compiled.warnings == ()
+    # Profiling warned of nothing; a busy node is said so (the test suite itself loads these two cores).
+    for outcome in (eager, compiled):
+        assert [warning for warning in outcome.warnings if not warning.startswith("the node was busy")] == []
     assert eager.profile is not None and compiled.profile is not None
     trace = gzip.decompress(eager.profile.trace_gzip)
     assert b'"traceEvents"' in trace and eager.profile.trace_name.endswith(".pt.trace.json.gz")

@@ -5,6 +5,7 @@ import re
 import pytest
 from django.test import Client
 
+from dashboard.benchmarks.metrics import metric_display
 from dashboard.regressions.models import GroupState, TriageStatus
 from tests.regressions.conftest import suite_create
 from tests.regressions.test_alerts import THROUGHPUT, TTFT
@@ -33,8 +34,11 @@ def test_the_overview_lists_untriaged_and_investigating_regressions_largest_firs
         pr = group.head_commit.pr_number
         assert f'<a class="pr-link" href="/prs/{pr}/">PR #{pr}</a>' in item
         assert "detected" in item
-    assert TTFT in items[0] and "h100" in items[1] and THROUGHPUT in items[2]
-    assert "40.0 %" in items[0] and "-9.0 %" in items[1]
+    # Metrics by their names, not their keys.
+    ttft, throughput = (metric_display(metric=metric).short_label for metric in (TTFT, THROUGHPUT))
+    assert ttft in items[0] and "h100" in items[1] and throughput in items[2]
+    assert TTFT not in items[0]
+    assert "+40.0 %" in items[0] and "−9.0 %" in items[1]  # signed, with a true minus
     assert "All is well" not in page
 
 

@@ -34,7 +34,8 @@ def test_one_response_holds_every_chart_of_the_page_in_a_fixed_number_of_queries
     client: Client, django_assert_num_queries
 ) -> None:
     _history(300)
-    with django_assert_num_queries(17):
+    # The last one: the runs measured on a busy node or beside another GPU process, flagged in one read.
+    with django_assert_num_queries(18):
         body = client.get(URL, {"width": 1200}).json()
 
     assert list(body["figures"]) == list(HEADLINE_METRICS)

@@ -42,7 +42,6 @@ from dashboard.regressions.sheriff.evidence import (
     fresh_values,
     series_noise_log,
 )
-from dashboard.regressions.sheriff.profiles import profiles_request
 from dashboard.regressions.sheriff.search import group_search
 
 logger = logging.getLogger(__name__)
@@ -256,8 +255,6 @@ def group_judge(*, group_id: int) -> str:
     state, follow_up = _judge(group_id=group_id)
     if follow_up == "confirmed":
         notifications_schedule(group_ids=[group_id])
-        # Profiles of the range's head and its parent while it is a range; the search profiles the culprit.
-        profiles_request(group_id=group_id)
         groups_verify(group_ids=group_search(group_id=group_id).opened)
     elif follow_up == "again":
         group_verify(group_id=group_id)
