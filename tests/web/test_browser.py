@@ -168,7 +168,10 @@ def test_demo_timeline_screenshot(browser, settings, tmp_path) -> None:
 
     assert "Demo data" in browser.page.locator(".demo-banner").text_content()
     counts = browser.page.evaluate(POINTS_PER_TRACE_BY_LEVEL)
-    assert len(counts) == len(HEADLINE_METRICS) and all(len(traces) == 3 for traces in counts)
+    # The headline metrics at the suite's three levels, then its GSM8K score: one line, a whole-run value.
+    levels, accuracy = counts[: len(HEADLINE_METRICS)], counts[len(HEADLINE_METRICS) :]
+    assert len(levels) == len(HEADLINE_METRICS) and all(len(traces) == 3 for traces in levels)
+    assert len(accuracy) == 1 and len(accuracy[0]) == 1
     assert all(200 < n < 360 for traces in counts for n in traces)  # a few hundred commits, some gaps
     kinds = browser.page.evaluate(TRACE_KINDS)
     assert all({"markers", "alerts"} <= set(chart) for chart in kinds[:1])  # PRs and alerts are drawn

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import cast
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.db import transaction
 
 from dashboard.benchmarks.models import Suite
@@ -41,7 +41,12 @@ def test_a_commenter_who_is_not_staff_signs_in_on_the_sites_page_and_comments(br
     with transaction.atomic():  # as detection writes alerts
         group = group_create(suite=cast(Suite, SuiteFactory()), change_pct=-6.0)
     commenter = User.objects.create_user("contributor", password="a-long-password-123")
-    commenter.groups.add(Group.objects.get(name="Commenters"))
+    # The group a migration makes (made again here: a browser test's database is flushed between tests).
+    commenters, _ = Group.objects.get_or_create(name="Commenters")
+    commenters.permissions.add(
+        Permission.objects.get(codename="add_comment", content_type__app_label="regressions")
+    )
+    commenter.groups.add(commenters)
     User.objects.create_user("visitor", password="a-long-password-123")
     path = f"/alerts/{group.pk}/"
 
