@@ -9,6 +9,7 @@ run is not (or no longer) this runner's to work on, 400 with a one-line reason f
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -177,6 +178,20 @@ def complete_store(*, run_id: int, runner: Runner, body: CompleteBody) -> Run:
     run = Run.objects.select_related("suite").filter(pk=run_id).first()
     if run is None:
         raise runs.RunNotOwned(f"no run {run_id}")
+    # The same report for the same commit, suite and hardware is one run: another run cannot take it.
+    twin = (
+        Run.objects.filter(
+            commit_id=run.commit_id,
+            suite_id=run.suite_id,
+            hardware_class=run.hardware_class,
+            report_sha256=hashlib.sha256(raw).hexdigest(),
+        )
+        .exclude(pk=run_id)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if twin is not None:
+        raise BodyInvalid(f"report: this very report is already stored as run {twin}", field="report")
     logs, commands = dict(body.logs), dict(body.commands)
     try:
         report = report_parse(

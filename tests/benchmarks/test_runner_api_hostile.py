@@ -162,3 +162,18 @@ def test_a_claim_of_a_suite_without_install_settings_fails_the_run_and_answers_4
     run.refresh_from_db()
     assert run.status == RunStatus.FAILED and run.runner is None and run.attempt == 0
     assert "cannot be run" in run.failure_reason
+
+
+def test_a_report_already_stored_by_another_run_of_the_commit_is_a_400_and_the_run_stays_held(
+    tiny_run, node, vllm_cpu_report
+) -> None:
+    first = node("cpu-node-1")
+    assert first(tiny_run.pk, "claim").status_code == 200
+    assert first(tiny_run.pk, "complete", _complete_body(vllm_cpu_report)).status_code == 200
+    again = run_enqueue(commit=tiny_run.commit, suite=tiny_run.suite, version="0.32.0", forced=True)
+    assert first(again.pk, "claim").status_code == 200
+
+    _refused(first(again.pk, "complete", _complete_body(vllm_cpu_report)), "report")
+
+    again.refresh_from_db()
+    assert again.status != RunStatus.SUCCEEDED and not Measurement.objects.filter(run=again).exists()
