@@ -124,11 +124,13 @@ def test_profile_runs_of_real_vllm_cpu_trace_their_ops_and_leave_the_levels_alon
         assert op.self_ms == pytest.approx(self_ms, rel=2e-3, abs=2e-3), name
         assert op.total_ms == pytest.approx(total_ms, rel=2e-3, abs=2e-3), name
     assert checked >= 10
-    # Only the profiled load was traced: one engine step per output token of its requests (decoded
-    # together), a prefill or two, none of the levels' thousands.
+    # Only the profiled load was traced: one engine step per output token, its requests decoded together
+    # or (on a loaded machine, arriving apart) one after the other, a prefill or two; none of the levels'
+    # thousands.
     steps = summary.op(name="execute_context_N(N)_generation_N(N)", device=DEVICE_CPU)
     assert steps is not None
-    assert suite.benchmark.data.output_tokens <= steps.calls <= suite.benchmark.data.output_tokens + 4
+    output_tokens = suite.benchmark.data.output_tokens
+    assert output_tokens <= steps.calls <= profiling.requests * output_tokens + 4
     ops = {op.name for op in summary.ops}
     assert {"_C::onednn_mm", "vllm::unified_attention_with_output", "aten::silu"} <= ops
 
