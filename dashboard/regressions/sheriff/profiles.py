@@ -20,7 +20,6 @@ from dashboard.benchmarks.profiles import ProfileComparison, profile_compare, pr
 from dashboard.benchmarks.runs import run_enqueue
 from dashboard.regressions.models import Alert, AlertGroup
 from dashboard.regressions.sheriff.budget import suite_budget_use
-from runners.suites import InstallMethod
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ def _group_scopes(group: AlertGroup) -> list[tuple[Suite, str]]:
 
 def _release_version(*, commit: Commit, suite: Suite, hardware_class: str) -> str | None:
     """The release a pypi_release suite installed for `commit` ('' for suites that install commits)."""
-    if suite.install_settings.get("method") != InstallMethod.PYPI_RELEASE:
+    if not suite.installs_releases:
         return ""
     return (
         Run.objects.filter(commit=commit, suite=suite, hardware_class=hardware_class)
