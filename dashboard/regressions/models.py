@@ -23,6 +23,8 @@ class TriageStatus(models.TextChoices):
     INVALID = "invalid"
     EXPECTED = "expected"
     INFRASTRUCTURE = "infrastructure"
+    # Its culprit search named the commit another group already holds: its alerts joined that group.
+    MERGED = "merged", "merged into another group"
 
 
 # A label is a verdict on the detector only once someone has decided; `invalid` is a false positive.

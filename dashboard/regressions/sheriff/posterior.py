@@ -212,3 +212,22 @@ def next_commit(
         if best_key is None or key > best_key:
             best, best_key = Choice(index=index, gain=gain), key
     return best
+
+
+def culprit_found(*, probabilities: np.ndarray, runs: Mapping[int, int]) -> int | None:
+    """The index of the culprit's parent (0 = base) when one candidate holds `CULPRIT_PROBABILITY` and
+    both commits at its boundary were measured (`runs`: range index -> finished runs): the prior alone
+    never names a culprit, so a docs-only commit next to the likeliest one is run before it is ruled out."""
+    best = int(np.argmax(probabilities))
+    length = len(probabilities)
+    if probabilities[best] < CULPRIT_PROBABILITY:
+        return None
+    parent_seen = best == 0 or runs.get(best, 0) > 0
+    culprit_seen = best + 1 == length or runs.get(best + 1, 0) > 0
+    return best if parent_seen and culprit_seen else None
+
+
+def overlap(first: np.ndarray, second: np.ndarray) -> float:
+    """How much two posteriors over the same candidates agree (Bhattacharyya coefficient): 1 when they
+    are the same, 0 when no candidate is likely under both."""
+    return float(np.sqrt(np.clip(first, 0, None) * np.clip(second, 0, None)).sum())

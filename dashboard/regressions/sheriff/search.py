@@ -42,9 +42,10 @@ from dashboard.benchmarks.models import (
 )
 from dashboard.benchmarks.runs import run_enqueue, run_promote
 from dashboard.benchmarks.subjects import ChangeClass
-from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store
+from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store, group_refresh
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageEvent, TriageStatus
+from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
@@ -52,10 +53,11 @@ from dashboard.regressions.sheriff.evidence import (
     series_noise_log,
 )
 from dashboard.regressions.sheriff.posterior import (
-    CULPRIT_PROBABILITY,
     Observation,
     Projection,
+    culprit_found,
     next_commit,
+    overlap,
     posterior,
     prior_weights,
     projection_fit,
@@ -80,15 +82,23 @@ PENDING_PER_PAIR = 1
 # One-sided, shared among a culprit's series (Bonferroni): how clearly a remainder must show. Strict,
 # because its runs were chosen by the search, and what it opens is verified on fresh runs anyway.
 REMAINDER_ALPHA = 0.001
+# Suites of one group agree on where its change is while each one's own posterior overlaps the joint
+# one at least this much (Bhattacharyya); otherwise each is searched on its own posterior.
+CONSISTENT_OVERLAP = 0.3
+# A suite whose own posterior gives the group's culprit less than this share of its likeliest commit
+# changed elsewhere: it leaves the group for a group of its own.
+APART_RATIO = 0.05
 
 
 @dataclass(frozen=True)
 class SearchStep:
-    """What one step of a search did: the runs it queued, and the groups it opened for what a found
-    culprit leaves unexplained (suspected: the caller verifies them)."""
+    """What one step of a search did: the runs it queued, the groups it opened for what a found culprit
+    leaves unexplained (suspected: the caller verifies them), and the confirmed groups it split off for
+    suites whose change lies at another commit (searched on their own where that commit is not known)."""
 
     queued: list[Run] = field(default_factory=list)
     opened: list[int] = field(default_factory=list)
+    split: list[int] = field(default_factory=list)  # confirmed groups made of suites that changed elsewhere
 
 
 @dataclass
@@ -266,11 +276,75 @@ def _posterior_rows(
     return rows
 
 
+@dataclass(frozen=True)
+class _View:
+    """What the runs say about where the change is: for the group, and for each suite on its own."""
+
+    shown: np.ndarray  # the posterior the group's page shows while the search goes on
+    consistent: bool  # every suite's runs agree with the joint posterior
+    guides: list[np.ndarray]  # per pair: the posterior its next run is chosen from
+    culprit: int | None = None  # the group's culprit (its parent's range index), once found
+    of_culprit: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the posterior that found it
+    staying: list[_PairEvidence] = field(default_factory=list)  # pairs whose change is at that culprit
+    apart: list[tuple[_PairEvidence, int | None]] = field(default_factory=list)  # the others, and theirs
+
+
+def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: int) -> _View:
+    """The joint posterior of every pair's runs, and each pair's own. While they agree the joint one
+    decides (a change that moved several suites is found with all their runs); when a suite's runs put
+    the change elsewhere, each pair follows its own, and the group's culprit is the one the pairs with
+    the most alerted series found; a pair that changed at another commit goes apart."""
+
+    def scaled(pair: _PairEvidence) -> list[tuple[Observation, float]]:
+        assert pair.projection is not None
+        return [(observation, pair.projection.scale) for observation in pair.observations]
+
+    own = [posterior(prior=prior, observations=scaled(pair), length=length) for pair in pairs]
+    joint = posterior(
+        prior=prior, observations=[item for pair in pairs for item in scaled(pair)], length=length
+    )
+    consistent = all(overlap(mine, joint) >= CONSISTENT_OVERLAP for mine in own)
+    runs: dict[int, int] = defaultdict(int)
+    for pair in pairs:
+        for index, count in pair.runs.items():
+            runs[index] += count
+    if consistent:
+        best = culprit_found(probabilities=joint, runs=runs)
+        if best is not None:
+            return _View(joint, True, [joint] * len(pairs), best, joint, list(pairs), [])
+    found = {
+        k: culprit_found(probabilities=mine, runs=pair.runs)
+        for k, (pair, mine) in enumerate(zip(pairs, own, strict=True))
+    }
+    decided = {k: index for k, index in found.items() if index is not None}
+    guides = [joint] * len(pairs) if consistent else own
+    largest = max(range(len(pairs)), key=lambda k: len(pairs[k].series))
+    shown = joint if consistent else own[largest]
+    if not decided:
+        return _View(shown, consistent, guides)
+    weight: dict[int, int] = defaultdict(int)
+    for k, index in decided.items():
+        weight[index] += len(pairs[k].series)
+    best = max(sorted(weight), key=lambda index: weight[index])
+    staying: list[_PairEvidence] = []
+    apart: list[tuple[_PairEvidence, int | None]] = []
+    for k, pair in enumerate(pairs):
+        if k in decided and decided[k] != best:
+            apart.append((pair, decided[k]))
+        elif k not in decided and own[k][best] < APART_RATIO * float(own[k].max()):
+            apart.append((pair, None))
+        else:
+            staying.append(pair)
+    of_culprit = own[next(k for k, index in decided.items() if index == best)]
+    return _View(shown, consistent, guides, best, of_culprit, staying, apart)
+
+
 def group_search(*, group_id: int) -> SearchStep:
     """One step of a confirmed group's culprit search: recompute its posterior from every run, narrow the
     range to (parent, culprit] once one commit holds 95 %, and otherwise queue the run that is expected to
     tell most, within the group's run cap and the suite's budget. Idempotent."""
     queued: list[Run] = []
+    split: list[int] = []
     remainder: tuple[AlertGroup, list[Commit], Commit, Commit, list[_PairEvidence]] | None = None
     with transaction.atomic():
         # The group's row lock serialises two steps of the same search.
@@ -306,14 +380,8 @@ def group_search(*, group_id: int) -> SearchStep:
             return SearchStep()
         length = len(commits) - 1
         prior = prior_weights(docs_only=[c.change_class == ChangeClass.DOCS_TESTS_CI for c in commits[1:]])
-        observed = [
-            (observation, pair.projection.scale)
-            for pair in pairs
-            if pair.projection is not None
-            for observation in pair.observations
-        ]
-        probabilities = posterior(prior=prior, observations=observed, length=length)
-        best = int(np.argmax(probabilities))
+        view = _posteriors(pairs=pairs, prior=prior, length=length)
+        probabilities = view.shown
         cap = settings.PERFWATCH_SEARCH_MAX_RUNS
         search.update(
             {
@@ -324,19 +392,50 @@ def group_search(*, group_id: int) -> SearchStep:
                 "runs_queued": int(search.get("runs_queued", 0)),
                 "sigma": sigma_cache,
                 "share_scale": round(min(pair.projection.scale for pair in pairs if pair.projection), 4),
+                "consistent": view.consistent,
             }
         )
-        if probabilities[best] >= CULPRIT_PROBABILITY:
+        best = view.culprit
+        if best is not None:
             parent, culprit = commits[best], commits[best + 1]
             search["culprit"] = culprit.sha
             search["stopped"] = "found"
+            search["posterior"] = _posterior_rows(commits, view.of_culprit, pairs)
             _evidence_save(group, search)
-            if _narrow_to_culprit(
-                group=group, parent=parent, culprit=culprit, probability=probabilities[best]
-            ):
-                remainder = (group, commits, parent, culprit, pairs)
+            # Suites whose own runs put their change at another commit go their own way first, while the
+            # range they were judged on is still this group's.
+            for pair, elsewhere in view.apart:
+                if elsewhere is not None:
+                    split.extend(
+                        _split_off(
+                            group=group,
+                            series=pair.series,
+                            base=commits[elsewhere],
+                            head=commits[elsewhere + 1],
+                            judged=(commits[0], commits[-1]),
+                            found=True,
+                        )
+                    )
+            narrowed = _narrow_to_culprit(
+                group=group, parent=parent, culprit=culprit, probability=float(view.of_culprit[best])
+            )
+            if narrowed:
+                remainder = (group, commits, parent, culprit, view.staying)
+                for pair, elsewhere in view.apart:
+                    if elsewhere is None:
+                        split.extend(
+                            _split_off(
+                                group=group,
+                                series=pair.series,
+                                base=commits[0],
+                                head=commits[-1],
+                                judged=(commits[0], commits[-1]),
+                                found=False,
+                            )
+                        )
         elif search["runs_queued"] >= cap and not any(pair.searching for pair in pairs):
             # Spent, and the last of its runs is in.
+            top = int(np.argmax(probabilities))
             search["stopped"] = "cap"
             _evidence_save(group, search)
             TriageEvent.objects.create(
@@ -344,16 +443,16 @@ def group_search(*, group_id: int) -> SearchStep:
                 field="search",
                 new_value=(
                     f"stopped after {search['runs_queued']} runs (the cap): "
-                    f"{commits[best + 1].short_sha} is likeliest at {probabilities[best]:.0%}"
+                    f"{commits[top + 1].short_sha} is likeliest at {probabilities[top]:.0%}"
                 ),
             )
         else:
-            for pair in pairs:
+            for pair, guide in zip(pairs, view.guides, strict=True):
                 if sum(pair.searching.values()) >= PENDING_PER_PAIR or search["runs_queued"] >= cap:
                     continue
                 if _waits_for_more_urgent(group=group, suite=pair.suite, hardware_class=pair.hardware_class):
                     continue
-                run = _search_run(group=group, commits=commits, pair=pair, probabilities=probabilities)
+                run = _search_run(group=group, commits=commits, pair=pair, probabilities=guide)
                 if run is not None:
                     queued.append(run)
                     search["runs_queued"] += 1
@@ -362,12 +461,15 @@ def group_search(*, group_id: int) -> SearchStep:
             search["posterior"] = _posterior_rows(commits, probabilities, pairs)
             _evidence_save(group, search)
     opened = _remainder_open(*remainder) if remainder is not None else []
+    if split:
+        # A change of its own, at its own commit: told as any confirmed change is.
+        notifications_schedule(group_ids=split)
     if remainder is not None:
         # Which ops got slower: the culprit and its parent profiled, where the suite declares profiling.
         profiles_request(group_id=group_id, culprit_sha=remainder[3].sha)
     if queued:
         logger.info("group %s: search queued runs %s", group_id, [run.pk for run in queued])
-    return SearchStep(queued=queued, opened=opened)
+    return SearchStep(queued=queued, opened=opened, split=split)
 
 
 def _evidence_save(group: AlertGroup, search: dict[str, Any]) -> None:
@@ -406,8 +508,10 @@ def _search_run(
 
 
 def _narrow_to_culprit(*, group: AlertGroup, parent: Commit, culprit: Commit, probability: float) -> bool:
-    """Give the group the range (parent, culprit]; when another group already holds it, the culprit is
-    recorded on this one and the ranges stay (merging two groups is a person's call)."""
+    """Give the group the range (parent, culprit]. When another confirmed group already holds it, both
+    name one change at one commit: this group's alerts join that one, and this group says where they
+    went (marked merged). A holder that is not confirmed keeps its range, and this group records the
+    culprit."""
     old = f"{group.base_commit.short_sha}..{group.head_commit.short_sha}"
     try:
         with transaction.atomic():
@@ -415,16 +519,37 @@ def _narrow_to_culprit(*, group: AlertGroup, parent: Commit, culprit: Commit, pr
                 pk=group.pk, base_commit_id=group.base_commit_id, head_commit_id=group.head_commit_id
             ).update(base_commit_id=parent.pk, head_commit_id=culprit.pk, updated_at=timezone.now())
     except IntegrityError:
-        holder = AlertGroup.objects.filter(base_commit=parent, head_commit=culprit).values_list(
-            "pk", flat=True
-        )
-        TriageEvent.objects.create(
-            group=group,
-            field="search",
-            new_value=(
-                f"culprit {culprit.short_sha} ({probability:.0%}); group #{holder.first()} holds that range"
-            ),
-        )
+        holder = AlertGroup.objects.filter(base_commit=parent, head_commit=culprit).first()
+        assert holder is not None
+        if holder.state == GroupState.CONFIRMED:
+            _alerts_move(source=group, target=holder, series_ids=None)
+            AlertGroup.objects.filter(pk=group.pk).update(
+                status=TriageStatus.MERGED,
+                evidence={**group.evidence, "merged_into": holder.pk},
+                updated_at=timezone.now(),
+            )
+            TriageEvent.objects.create(
+                group=group,
+                field="status",
+                old_value=group.status,
+                new_value=(
+                    f"merged into group #{holder.pk}: its culprit {culprit.short_sha} "
+                    f"({probability:.0%}) is that group's"
+                ),
+            )
+            TriageEvent.objects.create(
+                group=holder,
+                field="search",
+                new_value=f"group #{group.pk} found the same culprit: its alerts joined this group",
+            )
+        else:
+            TriageEvent.objects.create(
+                group=group,
+                field="search",
+                new_value=(
+                    f"culprit {culprit.short_sha} ({probability:.0%}); group #{holder.pk} holds that range"
+                ),
+            )
         return False
     if narrowed:
         TriageEvent.objects.create(
@@ -435,6 +560,80 @@ def _narrow_to_culprit(*, group: AlertGroup, parent: Commit, culprit: Commit, pr
         )
         group.base_commit, group.head_commit = parent, culprit
     return bool(narrowed)
+
+
+def _alerts_move(*, source: AlertGroup, target: AlertGroup, series_ids: Sequence[int] | None) -> int:
+    """Move the alerts of `series_ids` (every alert when None) from one group to another, except those of
+    series the target already has an alert for; both groups are judged again. Returns how many moved."""
+    alerts = Alert.objects.filter(group=source)
+    if series_ids is not None:
+        alerts = alerts.filter(series_id__in=list(series_ids))
+    taken = Alert.objects.filter(group=target).values("series_id")
+    moved = alerts.exclude(series_id__in=taken).update(group=target, updated_at=timezone.now())
+    for item in (source, target):
+        item.refresh_from_db(fields=["kind", "magnitude_pct"])
+        if item.alerts.exists():
+            group_refresh(item)
+    return moved
+
+
+def _split_off(
+    *,
+    group: AlertGroup,
+    series: Sequence[Series],
+    base: Commit,
+    head: Commit,
+    judged: tuple[Commit, Commit],
+    found: bool,
+) -> list[int]:
+    """The alerts of `series` leave `group` for the group of (base, head]: a change of the same verified
+    range whose suite's own runs put it at another commit (`found`) or nowhere near the group's culprit.
+    The new group is confirmed (its alerts were verified with the group) and says where it was judged;
+    an existing confirmed group of that range takes them. Returns the group it made, if it made one."""
+    series_ids = [item.pk for item in series]
+    alert_ids = set(Alert.objects.filter(group=group, series_id__in=series_ids).values_list("pk", flat=True))
+    verdicts = [v for v in group.evidence.get("alerts", []) if v.get("alert_id") in alert_ids]
+    now = timezone.now()
+    evidence: dict[str, Any] = {
+        "rounds": group.evidence.get("rounds", 1),
+        "alerts": verdicts,
+        "split_from": group.pk,
+    }
+    if found:
+        evidence["search"] = {"stopped": "found", "culprit": head.sha, "base": base.sha, "head": head.sha}
+    target, created = AlertGroup.objects.get_or_create(
+        base_commit=base,
+        head_commit=head,
+        defaults={
+            "kind": group.kind,
+            "state": GroupState.CONFIRMED,
+            "state_changed_at": now,
+            "status": group.status,
+            "evidence": evidence,
+            "range_reason": (
+                f"split from group #{group.pk}: these suites changed "
+                + ("at this commit" if found else "elsewhere in its range")
+            ),
+        },
+    )
+    if not created and target.state != GroupState.CONFIRMED:
+        return []
+    moved = _alerts_move(source=group, target=target, series_ids=series_ids)
+    suites = ", ".join(sorted({item.suite.name for item in series}))
+    TriageEvent.objects.create(
+        group=group,
+        field="search",
+        new_value=f"{suites} changed at another commit: {moved} alert(s) moved to group #{target.pk}",
+    )
+    if not created:
+        return []
+    TriageEvent.objects.create(
+        group=target,
+        field="range",
+        old_value=f"{judged[0].short_sha}..{judged[1].short_sha}",
+        new_value=f"{base.short_sha}..{head.short_sha} (split from group #{group.pk})",
+    )
+    return [target.pk]
 
 
 # A culprit must explain its group
