@@ -38,6 +38,18 @@ class MetricDisplay:
     unit: str
     decimals: int
     higher_is_better: bool
+    # "mean", "p50", "p90", "p99" … where the key ends in one; "" for a metric without statistics.
+    statistic: str = ""
+
+    @property
+    def family(self) -> str:
+        """The key without its statistic: `ttft_ms_p99` and `ttft_ms_mean` are both of `ttft_ms`."""
+        return self.key.removesuffix(f"_{self.statistic}") if self.statistic else self.key
+
+    @property
+    def family_label(self) -> str:
+        """The short label without its statistic: "TTFT" for "TTFT p99"."""
+        return self.short_label.removesuffix(f" {self.statistic}") if self.statistic else self.short_label
 
     def format(self, value: float) -> str:
         return f"{value:,.{self.decimals}f}"
@@ -64,4 +76,11 @@ def metric_display(*, metric: str) -> MetricDisplay:
     elif statistic:
         label, short_label = f"{label} ({statistic})", f"{short_label} {statistic}"
     unit = match["unit"]
-    return MetricDisplay(metric, label, short_label, _UNITS[unit], _DECIMALS[unit], higher_is_better)
+    return MetricDisplay(
+        metric, label, short_label, _UNITS[unit], _DECIMALS[unit], higher_is_better, statistic or ""
+    )
+
+
+def statistic_rank(statistic: str) -> int:
+    """Where a statistic sits among its family's: none or the mean first, then the percentiles in order."""
+    return int(statistic[1:]) if statistic.startswith("p") and statistic[1:].isdigit() else -1

@@ -17,15 +17,16 @@ from typing import Literal
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 from django.utils.text import capfirst
 
-from dashboard.benchmarks.metrics import metric_display
+from dashboard.benchmarks.metrics import metric_display, statistic_rank
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
     PENDING_RUN_STATUSES,
     Commit,
     Run,
+    Series,
 )
 from dashboard.github.models import CommitRevert, PullRequest
-from dashboard.regressions.detect.windows import series_window
+from dashboard.regressions.detect.windows import commit_values, commit_window
 from dashboard.regressions.models import (
     DECIDED_STATUSES,
     Alert,
@@ -533,38 +534,104 @@ def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
 
 
 @dataclass(frozen=True)
-class ChartPoint:
-    commit_sha: str
+class ChartCommit:
+    sha: str
     subject: str
     pr_number: int | None
     position: int | None
-    value: float
     committed_at: datetime | None = None
 
 
-def alert_chart_points(*, alert: Alert, head_commit_id: int, span: int = 30) -> list[ChartPoint]:
-    """The series of an alert around its change: `span` benchmarked points each side of the head commit."""
-    window = series_window(series=alert.series, commit_id=head_commit_id, size=2 * span + 1)
-    commits = Commit.objects.in_bulk([point.commit_id for point in window.points])
-    return [
-        ChartPoint(
-            commit_sha=commits[point.commit_id].sha,
-            subject=commits[point.commit_id].subject,
-            pr_number=commits[point.commit_id].pr_number,
-            position=commits[point.commit_id].position,
-            value=point.value,
-            committed_at=commits[point.commit_id].committed_at,
-        )
-        for point in window.points
+@dataclass(frozen=True)
+class FamilyTrace:
+    """One statistic of a family chart: its value at each of the chart's commits (None where it has
+    none), and the group's alert on it when it is one that moved."""
+
+    metric: str
+    values: tuple[float | None, ...]
+    alert: Alert | None
+    # (base sha, head sha) of the series' other changes, where its means before and after stop.
+    neighbour_ranges: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class FamilyChartData:
+    commits: tuple[ChartCommit, ...]  # in main order, each with a value in at least one trace
+    traces: tuple[FamilyTrace, ...]  # mean first, then the percentiles in order
+
+
+def alert_family_chart(*, alert: Alert, span: int = 30) -> FamilyChartData:
+    """The chart of an alert in its family: every statistic of its metric family (mean, p50, p90, p99 …
+    whichever the suite stores) at its suite, hardware class and concurrency, over `span` benchmarked
+    commits each side of the group's head; the group's alerts on them mark the statistics that moved.
+
+    The same reads whatever the number of statistics: the series, the window, the values of all of them,
+    the commits, the group's alerts and the other changes of the alerted series.
+    """
+    family = metric_display(metric=alert.series.metric).family
+    siblings = sorted(
+        (
+            series
+            for series in Series.objects.filter(
+                suite_id=alert.series.suite_id,
+                hardware_class=alert.series.hardware_class,
+                concurrency=alert.series.concurrency,
+            )
+            if metric_display(metric=series.metric).family == family
+        ),
+        key=lambda series: statistic_rank(metric_display(metric=series.metric).statistic),
+    )
+    window = commit_window(
+        suite_id=alert.series.suite_id,
+        hardware_class=alert.series.hardware_class,
+        commit_id=alert.group.head_commit_id,
+        size=2 * span + 1,
+    )
+    values = commit_values(
+        series_ids=[series.pk for series in siblings],
+        commit_ids=[commit.commit_id for commit in window.commits],
+    )
+    shown = [
+        commit.commit_id
+        for commit in window.commits
+        if any(commit.commit_id in values[s.pk] for s in siblings)
     ]
-
-
-def series_change_ranges(*, series_id: int, exclude_alert_id: int | None = None) -> list[tuple[str, str]]:
-    """(base sha, head sha) of every alert on a series that is not triaged invalid."""
-    alerts = Alert.objects.filter(series_id=series_id).exclude(status=TriageStatus.INVALID)
-    if exclude_alert_id is not None:
-        alerts = alerts.exclude(pk=exclude_alert_id)
-    return list(alerts.values_list("group__base_commit__sha", "group__head_commit__sha"))
+    commits = Commit.objects.in_bulk(shown)
+    moved = Alert.objects.filter(group_id=alert.group_id, series__in=siblings).select_related("series")
+    alerts = {each.series_id: each for each in moved}
+    neighbours: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for series_id, base_sha, head_sha in (
+        Alert.objects.filter(series_id__in=alerts)
+        .exclude(group_id=alert.group_id)
+        .exclude(status=TriageStatus.INVALID)
+        .values_list("series_id", "group__base_commit__sha", "group__head_commit__sha")
+    ):
+        neighbours[series_id].append((base_sha, head_sha))
+    return FamilyChartData(
+        commits=tuple(
+            ChartCommit(
+                sha=commits[commit_id].sha,
+                subject=commits[commit_id].subject,
+                pr_number=commits[commit_id].pr_number,
+                position=commits[commit_id].position,
+                committed_at=commits[commit_id].committed_at,
+            )
+            for commit_id in shown
+        ),
+        traces=tuple(
+            FamilyTrace(
+                metric=series.metric,
+                values=tuple(
+                    values[series.pk][commit_id].value if commit_id in values[series.pk] else None
+                    for commit_id in shown
+                ),
+                alert=alerts.get(series.pk),
+                neighbour_ranges=tuple(neighbours.get(series.pk, ())),
+            )
+            for series in siblings
+            if values[series.pk]
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -630,6 +697,7 @@ class AlertFamily:
     """The alerts of one metric family (throughput, TTFT, latency, ITL, TPOT …) of a group, read in one
     line: which statistics and levels moved, and by how much."""
 
+    metric: str  # the family's key, e.g. ttft_ms
     label: str
     unit: str
     alerts: tuple[Alert, ...]  # largest change first
@@ -640,8 +708,8 @@ class AlertFamily:
 
     @property
     def statistics(self) -> tuple[str, ...]:
-        found = {_statistic(alert.series.metric) for alert in self.alerts} - {""}
-        return tuple(sorted(found, key=lambda name: -1 if name == "mean" else int(name[1:])))
+        found = {metric_display(metric=alert.series.metric).statistic for alert in self.alerts} - {""}
+        return tuple(sorted(found, key=statistic_rank))
 
     @property
     def concurrencies(self) -> tuple[int, ...]:
@@ -660,26 +728,63 @@ class AlertFamily:
         return self.headline.kind == AlertKind.REGRESSION
 
 
-def _statistic(metric: str) -> str:
-    tail = metric.rsplit("_", 1)[-1]
-    return tail if tail == "mean" or (tail.startswith("p") and tail[1:].isdigit()) else ""
-
-
-def _family(metric: str) -> str:
-    statistic = _statistic(metric)
-    return metric.removesuffix(f"_{statistic}") if statistic else metric
-
-
 def alert_families(*, alerts: Sequence[Alert]) -> list[AlertFamily]:
     """`alerts` by metric family, each family's largest change first; families in the order of their
     first alert (alert_order puts the headline metrics first)."""
     by_family: dict[str, list[Alert]] = {}
     for alert in alerts:
-        by_family.setdefault(_family(alert.series.metric), []).append(alert)
+        by_family.setdefault(metric_display(metric=alert.series.metric).family, []).append(alert)
     families = []
-    for members in by_family.values():
+    for family, members in by_family.items():
         members.sort(key=lambda alert: -abs(alert.change_pct))
         display = metric_display(metric=members[0].series.metric)
-        label = display.short_label.removesuffix(f" {_statistic(members[0].series.metric)}").strip()
-        families.append(AlertFamily(label=label, unit=display.unit, alerts=tuple(members)))
+        families.append(
+            AlertFamily(metric=family, label=display.family_label, unit=display.unit, alerts=tuple(members))
+        )
     return families
+
+
+@dataclass(frozen=True)
+class FamilyChart:
+    """One chart of a group's page: a metric family at one suite, hardware class and concurrency, its
+    statistics as traces; `alerts` are those of them that moved, largest change first."""
+
+    family: AlertFamily
+    alerts: tuple[Alert, ...]
+
+    @property
+    def headline(self) -> Alert:
+        return self.alerts[0]
+
+    @property
+    def changes(self) -> tuple[tuple[str, Alert], ...]:
+        """(statistic, alert) of each statistic that moved, in the legend's order: ("mean", …), ("p99", …);
+        ("", …) for a family without statistics."""
+        changes = [(metric_display(metric=alert.series.metric).statistic, alert) for alert in self.alerts]
+        return tuple(sorted(changes, key=lambda change: statistic_rank(change[0])))
+
+
+def family_charts(*, families: Sequence[AlertFamily], limit: int) -> list[FamilyChart]:
+    """At most `limit` charts, one per family and (suite, hardware class, concurrency) with an alert.
+
+    Every family gets its largest change charted before any family gets a second chart; the charts are
+    then listed by family, each family's largest change first.
+    """
+    cells: list[list[FamilyChart]] = []
+    for family in families:
+        by_cell: dict[tuple[int, str, int], list[Alert]] = {}
+        for alert in family.alerts:  # largest change first, so each cell's first alert is its largest
+            series = alert.series
+            by_cell.setdefault((series.suite_id, series.hardware_class, series.concurrency), []).append(alert)
+        cells.append([FamilyChart(family=family, alerts=tuple(members)) for members in by_cell.values()])
+    chosen: set[tuple[int, int]] = set()
+    for rank in range(max((len(charts) for charts in cells), default=0)):
+        for index, charts in enumerate(cells):
+            if rank < len(charts) and len(chosen) < limit:
+                chosen.add((index, rank))
+    return [
+        chart
+        for index, charts in enumerate(cells)
+        for rank, chart in enumerate(charts)
+        if (index, rank) in chosen
+    ]

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.downloads import download_format, figure_response
 from dashboard.regressions import selectors
-from dashboard.regressions.figures import alert_figure
+from dashboard.regressions.figures import family_figure
 from dashboard.regressions.forms import AlertFilterForm, CommentForm, GroupTriageForm
 from dashboard.regressions.models import GroupKind, TriageStatus
 from dashboard.regressions.notifications import group_message, notification_retry, notification_silence_reason
@@ -99,11 +99,11 @@ def alert_group(request: HttpRequest, group_id: int) -> HttpResponse:
         )
     if comment_allowed(user=request.user):
         comment_form = CommentForm()
-    # One chart per metric family (its largest change), the family's other statistics in its summary line.
+    # One summary line per metric family; one chart per family and level, its statistics as traces.
     families = selectors.alert_families(alerts=detail.alerts)
     charts = [
-        (family, family.headline, reverse("regressions:alert-figure", args=[family.headline.pk]))
-        for family in families[:MAX_CHARTS]
+        (chart, reverse("regressions:alert-figure", args=[chart.headline.pk]))
+        for chart in selectors.family_charts(families=families, limit=MAX_CHARTS)
     ]
     profile = group_profile(group=group, alerts=detail.alerts)
     return render(
@@ -190,18 +190,15 @@ def notification_resend(request: HttpRequest, group_id: int, notification_id: in
 
 @require_GET
 def alert_figure_json(request: HttpRequest, alert_id: int) -> HttpResponse:
-    """`{"data": [...], "layout": {...}}` of one alert's chart."""
+    """`{"data": [...], "layout": {...}}` of one alert's chart: its metric family at its level."""
     alert = selectors.alert_get(alert_id=alert_id)
     if alert is None:
         return JsonResponse({"error": f"no alert {alert_id}"}, status=404)
-    points = selectors.alert_chart_points(alert=alert, head_commit_id=alert.group.head_commit_id)
-    figure = alert_figure(
-        alert=alert,
-        points=points,
+    figure = family_figure(
+        chart=selectors.alert_family_chart(alert=alert),
         base_sha=alert.group.base_commit.sha,
         head_sha=alert.group.head_commit.sha,
         commit_url=_commit_url,
-        neighbour_ranges=selectors.series_change_ranges(series_id=alert.series_id, exclude_alert_id=alert.pk),
     )
     if download_format(request) is not None:
         return figure_response(

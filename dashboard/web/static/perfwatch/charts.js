@@ -143,14 +143,25 @@
     }
     var layout = figure.layout || {};
     var phone = window.matchMedia("(max-width: 600px)").matches;
-    // On a phone the legend is one short line of levels: a small font, tight entries, a short title, and
-    // the PR, tag and alert markers left to their own symbols (their hover names them).
-    if (phone && layout.legend) {
+    // On a phone a timeline's legend is one short line of levels: a small font, tight entries, a short
+    // title, and the PR, tag and alert markers left to their own symbols (their hover names them). Other
+    // charts' legends name their traces in words: only the font shrinks.
+    if (phone && layout.legend && kind !== "timeline") {
+      layout.legend = Object.assign({}, layout.legend, { font: { size: 10 }, tracegroupgap: 0 });
+    } else if (phone && layout.legend) {
       layout.legend = Object.assign({}, layout.legend, {
         title: { text: "c=", font: { size: 10 } }, font: { size: 10 }, itemwidth: 30, tracegroupgap: 0,
         itemsizing: "constant",
       });
       (figure.data || []).forEach(function (trace) { if (trace.meta) trace.showlegend = false; });
+    }
+    // A phone has room for about three "date / sha" ticks lying flat: keep every other one.
+    if (phone && kind === "plain" && layout.xaxis && layout.xaxis.tickvals && layout.xaxis.ticktext &&
+        layout.xaxis.tickvals.length > 3) {
+      layout.xaxis = Object.assign({}, layout.xaxis, {
+        tickvals: layout.xaxis.tickvals.filter(function (_, index) { return index % 2 === 0; }),
+        ticktext: layout.xaxis.ticktext.filter(function (_, index) { return index % 2 === 0; }),
+      });
     }
     var config = { responsive: true, displaylogo: false };
     // On a phone the mode bar would cover the legend; a drag zooms and a double tap resets without it.
