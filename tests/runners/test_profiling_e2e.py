@@ -2,8 +2,9 @@
 two profiled runs that differ in a known way shows the ops one expects, and profiling leaves the measured
 levels alone.
 
-Three runs of the tiny suite: eager and profiled (the suite as it is), eager and not profiled, and
-profiled with torch.compile (the suite without --enforce-eager). With PERFWATCH_PROFILE_FIXTURES set to a
+Three runs of the tiny suite: eager and profiled (the suite as it is), eager and not profiled (the
+session's plain run of the suite, which tests/runners/test_pipeline.py reads too), and profiled with
+torch.compile (the suite without --enforce-eager). With PERFWATCH_PROFILE_FIXTURES set to a
 folder, the eager and compiled traces are copied there (that is how tests/fixtures/profiles/vllm-cpu-*
 were made).
 """
@@ -23,6 +24,7 @@ import pytest
 from runners.pipeline import BenchmarkOutcome, benchmark_execute
 from runners.profiles import DEVICE_CPU, ProfileSummary, profile_diff, trace_summarise
 from runners.suites import SuiteSpec, suite_get
+from tests.runners.conftest import TinySuiteRun
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2700)]
 
@@ -79,12 +81,14 @@ def _compiled(suite: SuiteSpec) -> SuiteSpec:
     return suite.model_copy(update={"serve": serve, "benchmark": benchmark, "timeouts": timeouts})
 
 
-def test_profile_runs_of_real_vllm_cpu_trace_their_ops_and_leave_the_levels_alone(tmp_path) -> None:
+def test_profile_runs_of_real_vllm_cpu_trace_their_ops_and_leave_the_levels_alone(
+    tmp_path, tiny_suite_run: TinySuiteRun
+) -> None:
     suite = suite_get(name="tiny-llama-cpu")
     assert suite.benchmark.profiling is not None
 
     eager, eager_stages = _execute(suite=suite, work_dir=tmp_path / "eager", profile=True)
-    plain, plain_stages = _execute(suite=suite, work_dir=tmp_path / "plain", profile=False)
+    plain, plain_stages = tiny_suite_run.outcome, list(tiny_suite_run.stages)
     compiled, _ = _execute(suite=_compiled(suite), work_dir=tmp_path / "compiled", profile=True)
 
     # The stage ran after the levels, in the same server; a run not asked to profile has none.

