@@ -18,9 +18,7 @@ Scoring is `lab.scores` (strict: see its docstring); this module reads the outco
 from __future__ import annotations
 
 import json
-import math
 import random
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,18 +30,14 @@ from django.db.models import F
 
 from dashboard.benchmarks.models import Commit, Run, Runner, RunStatus, Suite
 from dashboard.benchmarks.subjects import ChangeClass, change_class_from_paths, subject_pr_number
-from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEvent
+from dashboard.regressions.models import AlertGroup, GroupState
+from lab.outcome import outcome_read
 from lab.scores import (
-    GroupSeries,
-    NotifiedGroup,
-    Outcome,
     Scores,
-    ShownInterval,
-    TrueStep,
     quantile,
     scores_compute,
 )
-from lab.worlds import World, WorldFactory, step_span, vllm_world
+from lab.worlds import WorldFactory, vllm_world
 
 HARDWARE = "b300"
 GPUS = 8
@@ -252,7 +246,7 @@ def simulation_run(
             if clock.now >= next_report:
                 progress(_progress_line(clock.now, start, arrived, started))
                 next_report += timedelta(days=1)
-        outcome = _outcome(world=world, culprit_at=culprit_at, gpu_hours=node_seconds / 3600 * GPUS)
+        outcome = outcome_read(world=world, culprit_at=culprit_at, gpu_hours=node_seconds / 3600 * GPUS)
     runs_by_kind: dict[str, int] = {}
     for kind in Run.objects.filter(status=RunStatus.SUCCEEDED).values_list("kind", flat=True):
         runs_by_kind[kind] = runs_by_kind.get(kind, 0) + 1
@@ -340,120 +334,3 @@ def _culprits_note(culprit_at: dict[int, datetime], now: datetime) -> None:
         .values_list("pk", flat=True)
     ):
         culprit_at[group_id] = now
-
-
-_RANGE = re.compile(r"^(?P<base>[0-9a-f]+)\.\.(?P<head>[0-9a-f]+)")
-
-
-def _judged_ranges(positions: dict[str, int]) -> dict[int, tuple[int, int]]:
-    """Each judged group's range when it was judged: the range before the first narrowing after its
-    verdict (read from its triage history), else the range it has now."""
-    ranges: dict[int, tuple[int, int]] = {}
-    for group_id, base, head in AlertGroup.objects.exclude(state=GroupState.SUSPECTED).values_list(
-        "pk", "base_commit__position", "head_commit__position"
-    ):
-        if base is not None and head is not None:
-            ranges[group_id] = (base, head)
-    verdict_event: dict[int, int] = {}
-    for group_id, event_id in (
-        TriageEvent.objects.filter(group_id__in=list(ranges), field="state")
-        .order_by("pk")
-        .values_list("group_id", "pk")
-    ):
-        verdict_event.setdefault(group_id, event_id)
-    seen: set[int] = set()
-    for group_id, event_id, old_value in (
-        TriageEvent.objects.filter(group_id__in=list(ranges), field="range")
-        .order_by("pk")
-        .values_list("group_id", "pk", "old_value")
-    ):
-        if group_id in seen or event_id < verdict_event.get(group_id, 0):
-            continue
-        seen.add(group_id)
-        match = _RANGE.match(old_value)
-        if match and match["base"][:8] in positions and match["head"][:8] in positions:
-            ranges[group_id] = (positions[match["base"][:8]], positions[match["head"][:8]])
-    return ranges
-
-
-def _outcome(*, world: World, culprit_at: dict[int, datetime], gpu_hours: float) -> Outcome:
-    """What the history left in the database, next to the world's truth."""
-    from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
-
-    commits = list(world.commits)
-    steps = tuple(
-        TrueStep(
-            suite=step.suite,
-            commit_index=step.commit_index,
-            moves=dict(step.moves),
-            noise_multiple=step.noise_multiple,
-            merged_at=commits[step.commit_index].merged_at,
-            span=step_span(step),
-            label=str(getattr(step, "label", "")),
-        )
-        for step in world.steps
-    )
-    positions = {commit.sha[:8]: index for index, commit in enumerate(commits)}
-    judged = _judged_ranges(positions)
-    rows = {suite.pk: thresholds_for_suite(suite.pk) for suite in Suite.objects.all()}
-    series_of: dict[int, list[GroupSeries]] = {}
-    for group_id, suite_id, suite, concurrency, metric, change_pct in Alert.objects.values_list(
-        "group_id",
-        "series__suite_id",
-        "series__suite__name",
-        "series__concurrency",
-        "series__metric",
-        "change_pct",
-    ):
-        threshold = threshold_resolve(metric=metric, suite_id=suite_id, rows=rows[suite_id])
-        series_of.setdefault(group_id, []).append(
-            GroupSeries(
-                suite=suite,
-                concurrency=concurrency,
-                metric=metric,
-                direction=1 if change_pct > 0 else -1,
-                min_relative_change=threshold.min_relative_change,
-            )
-        )
-    notified = []
-    intervals = []
-    for group_id, state, base, head, evidence in AlertGroup.objects.exclude(
-        state=GroupState.SUSPECTED
-    ).values_list("pk", "state", "base_commit__position", "head_commit__position", "evidence"):
-        if base is None or head is None:
-            continue
-        judged_base, judged_head = judged.get(group_id, (base, head))
-        if state == GroupState.CONFIRMED:
-            notified.append(
-                NotifiedGroup(
-                    group_id=group_id,
-                    series=tuple(series_of.get(group_id, ())),
-                    base=base,
-                    head=head,
-                    judged_base=judged_base,
-                    judged_head=judged_head,
-                    culprit_at=culprit_at.get(group_id),
-                )
-            )
-        for verdict in (evidence or {}).get("alerts", []):
-            low, high = verdict.get("ci_low_pct"), verdict.get("ci_high_pct")
-            if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
-                continue
-            intervals.append(
-                ShownInterval(
-                    suite=verdict["suite"],
-                    concurrency=int(verdict["concurrency"]),
-                    metric=verdict["metric"],
-                    base=judged_base,
-                    head=judged_head,
-                    low_pct=float(low),
-                    high_pct=float(high),
-                )
-            )
-    return Outcome(
-        steps=steps,
-        notified=tuple(notified),
-        intervals=tuple(intervals),
-        runs=Run.objects.filter(status=RunStatus.SUCCEEDED).count(),
-        gpu_hours=gpu_hours,
-    )

@@ -55,5 +55,5 @@ def test_the_group_page_shows_the_posterior_of_its_search(browser: BrowserPage) 
     culprit = browser.page.locator("#culprit-search tr.culprit")
     assert culprit.get_attribute("data-posterior-sha") == world.commits[35].sha
     assert float(culprit.locator("meter").get_attribute("value") or 0) >= 0.95
-    assert "found: one commit holds at least 95 %" in browser.page.locator("#culprit-search").inner_text()
+    assert "found: one commit holds at least 99 %" in browser.page.locator("#culprit-search").inner_text()
     assert "Culprit narrowed to one commit" in browser.page.content()

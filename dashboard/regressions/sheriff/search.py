@@ -1,5 +1,5 @@
 """The culprit search: for a confirmed change, a posterior over the commit of its range that made it, the
-next run where it tells most, and the range narrowed to one commit once that commit holds 95 %.
+next run where it tells most, and the range narrowed to one commit once that commit holds 99 %.
 
 Longer than 500 lines: the whole culprit search in one module, as the design asks (choosing the next run,
 placing runs, narrowing, and the remainder a found culprit leaves); its pure maths is `posterior.py`.
@@ -53,6 +53,7 @@ from dashboard.regressions.sheriff.evidence import (
     series_noise_log,
 )
 from dashboard.regressions.sheriff.posterior import (
+    CULPRIT_PROBABILITY,
     Observation,
     Projection,
     culprit_found,
@@ -341,7 +342,7 @@ def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: in
 
 def group_search(*, group_id: int) -> SearchStep:
     """One step of a confirmed group's culprit search: recompute its posterior from every run, narrow the
-    range to (parent, culprit] once one commit holds 95 %, and otherwise queue the run that is expected to
+    range to (parent, culprit] once one commit holds 99 %, and otherwise queue the run that is expected to
     tell most, within the group's run cap and the suite's budget. Idempotent."""
     queued: list[Run] = []
     split: list[int] = []
@@ -389,6 +390,7 @@ def group_search(*, group_id: int) -> SearchStep:
                 "head": commits[-1].sha,
                 "posterior": _posterior_rows(commits, probabilities, pairs),
                 "runs_cap": cap,
+                "stop_at_pct": round(CULPRIT_PROBABILITY * 100),
                 "runs_queued": int(search.get("runs_queued", 0)),
                 "sigma": sigma_cache,
                 "share_scale": round(min(pair.projection.scale for pair in pairs if pair.projection), 4),
@@ -522,10 +524,12 @@ def _narrow_to_culprit(*, group: AlertGroup, parent: Commit, culprit: Commit, pr
         holder = AlertGroup.objects.filter(base_commit=parent, head_commit=culprit).first()
         assert holder is not None
         if holder.state == GroupState.CONFIRMED:
+            series_ids = list(group.alerts.values_list("series_id", flat=True))
             _alerts_move(source=group, target=holder, series_ids=None)
             AlertGroup.objects.filter(pk=group.pk).update(
                 status=TriageStatus.MERGED,
-                evidence={**group.evidence, "merged_into": holder.pk},
+                # Which series it held: its page and its history still say what it was about.
+                evidence={**group.evidence, "merged_into": holder.pk, "merged_series": sorted(series_ids)},
                 updated_at=timezone.now(),
             )
             TriageEvent.objects.create(

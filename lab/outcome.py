@@ -1,0 +1,174 @@
+"""What a simulated history left in the database, read next to the world's truth for `lab.scores`: the
+notified groups with their series and the range each was judged on, and the intervals their pages show."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime
+
+from dashboard.benchmarks.models import Run, RunStatus, Suite
+from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEvent
+from lab.scores import GroupSeries, NotifiedGroup, Outcome, ShownInterval, TrueStep
+from lab.worlds import World, step_span
+
+_RANGE = re.compile(r"^(?P<base>[0-9a-f]+)\.\.(?P<head>[0-9a-f]+)")
+
+
+def _judged_ranges(positions: dict[str, int]) -> dict[int, tuple[int, int]]:
+    """Each judged group's range when it was judged: the range before the first narrowing after its
+    verdict (read from its triage history), else the range it has now."""
+    ranges: dict[int, tuple[int, int]] = {}
+    for group_id, base, head in AlertGroup.objects.exclude(state=GroupState.SUSPECTED).values_list(
+        "pk", "base_commit__position", "head_commit__position"
+    ):
+        if base is not None and head is not None:
+            ranges[group_id] = (base, head)
+    verdict_event: dict[int, int] = {}
+    for group_id, event_id in (
+        TriageEvent.objects.filter(group_id__in=list(ranges), field="state")
+        .order_by("pk")
+        .values_list("group_id", "pk")
+    ):
+        verdict_event.setdefault(group_id, event_id)
+    seen: set[int] = set()
+    for group_id, event_id, old_value in (
+        TriageEvent.objects.filter(group_id__in=list(ranges), field="range")
+        .order_by("pk")
+        .values_list("group_id", "pk", "old_value")
+    ):
+        if group_id in seen or event_id < verdict_event.get(group_id, 0):
+            continue
+        seen.add(group_id)
+        match = _RANGE.match(old_value)
+        if match and match["base"][:8] in positions and match["head"][:8] in positions:
+            ranges[group_id] = (positions[match["base"][:8]], positions[match["head"][:8]])
+    return ranges
+
+
+def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: float) -> Outcome:
+    """What the history left in the database, next to the world's truth."""
+    from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
+
+    commits = list(world.commits)
+    steps = tuple(
+        TrueStep(
+            suite=step.suite,
+            commit_index=step.commit_index,
+            moves=dict(step.moves),
+            noise_multiple=step.noise_multiple,
+            merged_at=commits[step.commit_index].merged_at,
+            span=step_span(step),
+            label=str(getattr(step, "label", "")),
+        )
+        for step in world.steps
+    )
+    positions = {commit.sha[:8]: index for index, commit in enumerate(commits)}
+    judged = _judged_ranges(positions)
+    rows = {suite.pk: thresholds_for_suite(suite.pk) for suite in Suite.objects.all()}
+    series_of: dict[int, list[GroupSeries]] = {}
+    for group_id, suite_id, suite, concurrency, metric, change_pct in Alert.objects.values_list(
+        "group_id",
+        "series__suite_id",
+        "series__suite__name",
+        "series__concurrency",
+        "series__metric",
+        "change_pct",
+    ):
+        threshold = threshold_resolve(metric=metric, suite_id=suite_id, rows=rows[suite_id])
+        series_of.setdefault(group_id, []).append(
+            GroupSeries(
+                suite=suite,
+                concurrency=concurrency,
+                metric=metric,
+                direction=1 if change_pct > 0 else -1,
+                min_relative_change=threshold.min_relative_change,
+            )
+        )
+    # A group merged into another (its search named that group's culprit) is judged with the series it
+    # held, at the culprit of the group that took them.
+    merged: dict[int, tuple[int, list[int]]] = {}
+    for group_id, evidence in AlertGroup.objects.filter(evidence__has_key="merged_into").values_list(
+        "pk", "evidence"
+    ):
+        merged[group_id] = (int(evidence["merged_into"]), [int(s) for s in evidence.get("merged_series", [])])
+    taken = {
+        (group_id, series_id): (suite_id, suite, concurrency, metric, change_pct)
+        for group_id, series_id, suite_id, suite, concurrency, metric, change_pct in Alert.objects.filter(
+            group_id__in=[holder for holder, _ in merged.values()]
+        ).values_list(
+            "group_id",
+            "series_id",
+            "series__suite_id",
+            "series__suite__name",
+            "series__concurrency",
+            "series__metric",
+            "change_pct",
+        )
+    }
+    ranges: dict[int, tuple[int, int]] = {
+        pk: (base, head)
+        for pk, base, head in AlertGroup.objects.values_list(
+            "pk", "base_commit__position", "head_commit__position"
+        )
+        if base is not None and head is not None
+    }
+    for group_id, (holder, series_ids) in merged.items():
+        for series_id in series_ids:
+            if (holder, series_id) not in taken:
+                continue
+            suite_id, suite, concurrency, metric, change_pct = taken[(holder, series_id)]
+            threshold = threshold_resolve(metric=metric, suite_id=suite_id, rows=rows[suite_id])
+            series_of.setdefault(group_id, []).append(
+                GroupSeries(
+                    suite=suite,
+                    concurrency=concurrency,
+                    metric=metric,
+                    direction=1 if change_pct > 0 else -1,
+                    min_relative_change=threshold.min_relative_change,
+                )
+            )
+    notified = []
+    intervals = []
+    for group_id, state, base, head, evidence in AlertGroup.objects.exclude(
+        state=GroupState.SUSPECTED
+    ).values_list("pk", "state", "base_commit__position", "head_commit__position", "evidence"):
+        if base is None or head is None:
+            continue
+        judged_base, judged_head = judged.get(group_id, (base, head))
+        if group_id in merged:
+            base, head = ranges.get(merged[group_id][0], (base, head))
+        if state == GroupState.CONFIRMED:
+            notified.append(
+                NotifiedGroup(
+                    group_id=group_id,
+                    series=tuple(series_of.get(group_id, ())),
+                    base=base,
+                    head=head,
+                    judged_base=judged_base,
+                    judged_head=judged_head,
+                    culprit_at=culprit_at.get(group_id),
+                )
+            )
+        for verdict in (evidence or {}).get("alerts", []):
+            low, high = verdict.get("ci_low_pct"), verdict.get("ci_high_pct")
+            if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+                continue
+            intervals.append(
+                ShownInterval(
+                    suite=verdict["suite"],
+                    concurrency=int(verdict["concurrency"]),
+                    metric=verdict["metric"],
+                    base=judged_base,
+                    head=judged_head,
+                    low_pct=float(low),
+                    high_pct=float(high),
+                )
+            )
+    return Outcome(
+        steps=steps,
+        notified=tuple(notified),
+        intervals=tuple(intervals),
+        runs=Run.objects.filter(status=RunStatus.SUCCEEDED).count(),
+        gpu_hours=gpu_hours,
+    )
