@@ -66,11 +66,6 @@ def _suites_of(group: AlertGroup) -> set[str]:
     return set(group.alerts.values_list("series__suite__name", flat=True))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a group whose range still holds docs/CI commits names its step only once the culprit search "
-    "in regressions/sheriff/ runs them",
-)
 def test_every_truth_step_is_named_at_its_exact_commit_with_its_compare_links_size(demo) -> None:
     groups = list(AlertGroup.objects.select_related("base_commit", "head_commit"))
     for sha, suite in sorted({(step["sha"], step["suite"]) for step in demo}):
