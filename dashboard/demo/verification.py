@@ -126,9 +126,9 @@ def _describe(group_id: int) -> str:
     )
 
 
-def _group_play(*, group_id: int, at: datetime, node: _Node) -> tuple[list[int], datetime]:
+def _group_play(*, group_id: int, at: datetime, node: _Node) -> tuple[list[int], bool]:
     """Play the node for one group until the sheriff queues nothing more for it or what it opened.
-    Returns the groups played (the group first) and the node's clock afterwards."""
+    Returns the groups played (the group first), and whether the rounds ran out first."""
     played = [group_id]
     AlertGroup.objects.filter(pk=group_id).update(created_at=at)
     for _ in range(NODE_ROUNDS):
@@ -144,9 +144,9 @@ def _group_play(*, group_id: int, at: datetime, node: _Node) -> tuple[list[int],
         runs = list(queued.select_related("commit", "suite"))
         node.decline(at=at)
         if not runs:
-            break
+            return played, False
         at = node.take(runs=runs, at=at)
-    return played, at
+    return played, True
 
 
 def demo_groups_verify(
@@ -164,7 +164,7 @@ def demo_groups_verify(
     with _node_in_process():
         for group in sorted(groups, key=_found_at):
             taken = node.taken
-            played, _ = _group_play(group_id=group.pk, at=_found_at(group), node=node)
+            played, capped = _group_play(group_id=group.pk, at=_found_at(group), node=node)
             for group_id in played:
                 states[group_id] = AlertGroup.objects.values_list("state", flat=True).get(pk=group_id)
             if progress is not None:
@@ -172,5 +172,6 @@ def demo_groups_verify(
                 progress(
                     f"{_describe(group.pk)} after {node.taken - taken} runs"
                     + "".join(f"; opened {line}" for line in opened)
+                    + (f"; stopped after {NODE_ROUNDS} rounds with runs still queued" if capped else "")
                 )
     return states
