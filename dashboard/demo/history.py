@@ -243,42 +243,84 @@ def demo_run_create(
 ) -> Run:
     """A succeeded run of the demo's node as a real one records it: queued after its commit landed,
     each stage timed, the server's vLLM version, heartbeats and the GPUs' telemetry."""
-    stage_durations = {
-        stage: round(rng.uniform(low, high), 1) for stage, (low, high) in DEMO_STAGE_SECONDS.items()
-    }
+    stage_durations = _stage_durations(rng=rng)
     started_at = finished_at - timedelta(seconds=sum(stage_durations.values()))
     waited = timedelta(minutes=rng.uniform(4.0, 40.0))
     committed_at = commit.committed_at or started_at
     queued_at = min(max(committed_at, started_at - waited), started_at)
+    return Run.objects.create(
+        commit=commit,
+        suite=suite,
+        source=Run.Source.RUNNER,
+        kind=kind,
+        forced=kind != RunKind.ROUTINE,
+        queued_at=queued_at,
+        dispatched_at=queued_at,
+        **_node_record(
+            commit=commit,
+            suite=suite,
+            runner=runner,
+            started_at=started_at,
+            stage_durations=stage_durations,
+            rng=rng,
+        ),
+    )
+
+
+def demo_run_finish(*, run: Run, runner: Runner, started_at: datetime, rng: random.Random) -> Run:
+    """A queued run (one the product's own loop asked for) as the demo's node runs it from `started_at`:
+    each stage timed, the server's vLLM version, heartbeats and the GPUs' telemetry; succeeded."""
+    record = _node_record(
+        commit=run.commit,
+        suite=run.suite,
+        runner=runner,
+        started_at=started_at,
+        stage_durations=_stage_durations(rng=rng),
+        rng=rng,
+    )
+    for name, value in record.items():
+        setattr(run, name, value)
+    run.save()
+    return run
+
+
+def _stage_durations(*, rng: random.Random) -> dict[str, float]:
+    return {stage: round(rng.uniform(low, high), 1) for stage, (low, high) in DEMO_STAGE_SECONDS.items()}
+
+
+def _node_record(
+    *,
+    commit: Commit,
+    suite: Suite,
+    runner: Runner,
+    started_at: datetime,
+    stage_durations: dict[str, float],
+    rng: random.Random,
+) -> dict[str, Any]:
+    """What the node records of a run it took at `started_at` and finished stage by stage."""
+    finished_at = started_at + timedelta(seconds=sum(stage_durations.values()))
     # The node's last heartbeat is the one it sent when it stored its latest run.
     Runner.objects.filter(
         Q(last_heartbeat_at__isnull=True) | Q(last_heartbeat_at__lt=finished_at), pk=runner.pk
     ).update(last_heartbeat_at=finished_at)
-    return Run.objects.create(
-        commit=commit,
-        suite=suite,
-        runner=runner,
-        hardware_class=runner.hardware_class,
-        source=Run.Source.RUNNER,
-        status=RunStatus.SUCCEEDED,
-        kind=kind,
-        forced=kind != RunKind.ROUTINE,
-        attempt=1,
-        queued_at=queued_at,
-        dispatched_at=queued_at,
-        started_at=started_at,
-        finished_at=finished_at,
-        heartbeat_at=finished_at - timedelta(seconds=stage_durations[RunStatus.STORING]),
-        stage_durations=stage_durations,
-        environment=_environment(runner=runner, commit=commit),
-        vllm_version=demo_vllm_version(commit=commit),
-        guidellm_version=str(DEMO_ENVIRONMENT["guidellm_version"]),
+    return {
+        "runner": runner,
+        "hardware_class": runner.hardware_class,
+        "status": RunStatus.SUCCEEDED,
+        "attempt": 1,
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "heartbeat_at": finished_at - timedelta(seconds=stage_durations[RunStatus.STORING]),
+        "stage_durations": stage_durations,
+        "environment": _environment(runner=runner, commit=commit),
+        "vllm_version": demo_vllm_version(commit=commit),
+        "guidellm_version": str(DEMO_ENVIRONMENT["guidellm_version"]),
         # NVML samples only where there are GPUs: the CPU node records none.
-        telemetry=_demo_telemetry(benchmark_s=stage_durations[RunStatus.BENCHMARKING], rng=rng)
+        "telemetry": _demo_telemetry(benchmark_s=stage_durations[RunStatus.BENCHMARKING], rng=rng)
         if runner.gpu_count
         else [],
         **demo_run_texts(commit=commit, suite=suite, rng=rng),
-    )
+    }
 
 
 def demo_report(

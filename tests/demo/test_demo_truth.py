@@ -66,13 +66,14 @@ def _suites_of(group: AlertGroup) -> set[str]:
     return set(group.alerts.values_list("series__suite__name", flat=True))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a group whose range still holds docs/CI commits names its step only once the culprit search "
-    "in regressions/sheriff/ runs them",
-)
 def test_every_truth_step_is_named_at_its_exact_commit_with_its_compare_links_size(demo) -> None:
+    """Verification and the culprit search, played on the demo's node, leave every step of the generator
+    in a group whose range is that one commit; the group's sizes agree with its compare link: each
+    alert's change lies in the 95 % interval of the compare of its two commits (but for the few that
+    such intervals miss). An alert is sized by detection over the segments on both sides of its change,
+    the compare link by the runs at the two commits, so the two are close, never equal."""
     groups = list(AlertGroup.objects.select_related("base_commit", "head_commit"))
+    alerts = consistent = 0
     for sha, suite in sorted({(step["sha"], step["suite"]) for step in demo}):
         naming = [
             group
@@ -81,6 +82,9 @@ def test_every_truth_step_is_named_at_its_exact_commit_with_its_compare_links_si
         ]
         assert naming, f"no group names {sha[:8]} of {suite} exactly"
         group = naming[0]
+        headline = group.alerts.filter(series__suite__name=suite, series__metric__in=HEADLINE_METRICS)
+        if not headline.exists():
+            continue  # a sweep suite's alerts are of its capacity, which the compare page does not show
         comparison = comparison_get(
             base_ref=group.base_commit.sha,
             head_ref=group.head_commit.sha,
@@ -88,15 +92,18 @@ def test_every_truth_step_is_named_at_its_exact_commit_with_its_compare_links_si
             hardware_class=None,
         )
         rows = {(row.concurrency, row.metric): row for row in comparison.rows}
-        for alert in group.alerts.filter(series__suite__name=suite, series__metric__in=HEADLINE_METRICS):
-            row = rows[(alert.series.concurrency, alert.series.metric)]
-            assert row.change_pct is not None
-            assert alert.change_pct == pytest.approx(row.change_pct, abs=0.15), alert.series
+        for alert in headline.select_related("series"):
+            estimate = rows[(alert.series.concurrency, alert.series.metric)].estimate
+            assert estimate is not None and estimate.low_pct is not None and estimate.high_pct is not None
+            alerts += 1
+            consistent += estimate.low_pct <= alert.change_pct <= estimate.high_pct
+    assert alerts >= 13 * 3
+    assert consistent / alerts >= 0.90, f"{consistent} of {alerts} alerts lie in their compare's interval"
 
 
 def _check_every_truth_step_is_named_by_a_group_whose_range_it_alone_can_explain(demo) -> None:
-    """What holds with the search of today: each step is in one group's range, and every other commit
-    of that range touches only docs, tests or CI."""
+    """Each step is in one group's range, and every other commit of that range touches only docs, tests
+    or CI."""
     groups = list(AlertGroup.objects.select_related("base_commit", "head_commit"))
     for sha, suite in sorted({(step["sha"], step["suite"]) for step in demo}):
         naming = []
@@ -138,7 +145,7 @@ def _check_the_pr_pages_intervals_hold_the_generators_truth_in_90_percent_of_cel
 
 
 def test_the_demo_tells_its_truth(demo) -> None:
-    """One demo load (a minute) for every check that holds with the culprit search of today."""
+    """One demo load (a minute) for the checks of the generator, its re-runs, its groups and its PR pages."""
     _check_demo_truth_prints_every_step_of_the_generator_as_json(demo)
     _check_verification_re_runs_are_fresh_draws_not_copies_of_the_first_run()
     _check_every_truth_step_is_named_by_a_group_whose_range_it_alone_can_explain(demo)

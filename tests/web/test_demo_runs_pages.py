@@ -10,6 +10,7 @@ from django.db.models import Max
 
 from dashboard.benchmarks.models import Run, RunKind, Runner, RunStatus, Suite
 from dashboard.demo.history import DEMO_SUITE, demo_vllm_version
+from dashboard.regressions.models import AlertGroup
 from dashboard.web.run_pages import STAGES
 from runners.suites import suite_get
 
@@ -27,12 +28,20 @@ def demo_verified(settings) -> None:
 
 def test_every_demo_run_is_timed_in_order_and_its_pages_say_so(client, demo_verified) -> None:
     # Besides the history: one failed, one benchmarking and one queued run, as a live node shows them.
-    pending = Run.objects.exclude(status=RunStatus.SUCCEEDED)
+    pending = Run.objects.exclude(status__in=(RunStatus.SUCCEEDED, RunStatus.CANCELLED))
     assert sorted(pending.values_list("status", flat=True)) == sorted(
         [RunStatus.FAILED, RunStatus.BENCHMARKING, RunStatus.QUEUED]
     )
+    # The profile runs a found culprit asks for are cancelled, saying why: the node records no traces.
+    cancelled = Run.objects.filter(status=RunStatus.CANCELLED)
+    assert set(cancelled.values_list("kind", flat=True)) <= {RunKind.PROFILE}
+    assert all(
+        "records no profile traces" in reason for reason in cancelled.values_list("failure_reason", flat=True)
+    )
     runs = list(Run.objects.filter(status=RunStatus.SUCCEEDED).select_related("commit"))
-    assert {run.kind for run in runs} == {RunKind.ROUTINE, RunKind.VERIFICATION}
+    # The node ran what the sheriff asked for: the repeats of every suspected group, and the culprit
+    # search of a group whose range held more than one commit.
+    assert {run.kind for run in runs} == {RunKind.ROUTINE, RunKind.VERIFICATION, RunKind.BISECTION}
     for run in runs:
         assert run.started_at and run.finished_at
         assert run.queued_at <= run.started_at <= run.finished_at, run.pk
@@ -43,6 +52,22 @@ def test_every_demo_run_is_timed_in_order_and_its_pages_say_so(client, demo_veri
         assert stage_seconds == pytest.approx((run.finished_at - run.started_at).total_seconds(), abs=0.01)
         assert run.vllm_version == demo_vllm_version(commit=run.commit) != ""
         assert run.environment["gpu_count"] == (8 if run.hardware_class == "b300" else 0)
+    # Each re-run was queued after the group that asked for it was found, and that after its head landed.
+    groups = list(AlertGroup.objects.select_related("base_commit", "head_commit"))
+    for group in groups:
+        assert group.head_commit.committed_at and group.head_commit.committed_at <= group.created_at
+    for run in runs:
+        if run.kind in (RunKind.VERIFICATION, RunKind.BISECTION):
+            # The group that asked: the first whose head is at or after the run's commit.
+            asking = min(
+                (
+                    group
+                    for group in groups
+                    if (group.head_commit.position or 0) >= (run.commit.position or 0)
+                ),
+                key=lambda group: group.head_commit.position or 0,
+            )
+            assert asking.created_at <= run.queued_at, (run.pk, asking.pk)
     on_gpus = [run for run in runs if run.hardware_class == "b300"]
     assert Run.objects.filter(pk__in=[run.pk for run in on_gpus]).exclude(telemetry=[]).count() == len(
         on_gpus

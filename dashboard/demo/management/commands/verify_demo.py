@@ -9,15 +9,16 @@ from dashboard.demo.verification import demo_groups_verify
 
 class Command(BaseCommand):
     help = (
-        "Embedded demo only: re-run the base and head of a few suspected groups from the demo's model of "
-        "each commit and judge them, as a runner node's verification runs would."
+        "Embedded demo only: play the GPU node for the suspected groups, from the demo's model of each "
+        "commit: the sheriff's verification runs, then the culprit search of every confirmed group, until "
+        "nothing more is queued. One line per group."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--limit", type=int, default=4, help="how many groups to verify (default 4)")
+        parser.add_argument(
+            "--limit", type=int, default=None, help="how many suspected groups to play (default: all)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        states = demo_groups_verify(limit=options["limit"])
-        for group_id, state in states.items():
-            self.stdout.write(f"group {group_id}: {state}")
-        self.stdout.write(f"verified {len(states)} groups")
+        states = demo_groups_verify(limit=options["limit"], progress=self.stdout.write)
+        self.stdout.write(f"played {len(states)} groups")
