@@ -127,3 +127,21 @@ def test_the_share_scale_widens_when_the_metrics_of_a_run_move_together() -> Non
     assert projection is not None
     independent = 1 / math.sqrt(sum((0.05 / 0.01) ** 2 for _ in sigma))
     assert projection.scale > 2 * independent
+
+
+def test_one_run_alone_never_names_its_commit() -> None:
+    from dashboard.regressions.sheriff.posterior import Observation, culprit_found, posterior, prior_weights
+
+    prior = prior_weights(docs_only=[False] * 4)  # candidates 1..4 of the range 0..4
+    scale = 0.15
+    # Commit 1 old, commit 2 new on its one run (a slow run looks just like that), commit 3 new.
+    one = [(Observation(1, 0.0), scale), (Observation(2, 1.0), scale), (Observation(3, 1.0), scale)]
+    probabilities = posterior(prior=prior, observations=one, length=4)
+    assert probabilities[1] >= 0.99  # candidate 2 looks certain ...
+    runs = {1: 1, 2: 1, 3: 1}
+    assert culprit_found(probabilities=probabilities, runs=runs, prior=prior, observations=one) is None
+    # ... and is named once second runs at its boundary agree.
+    two = [*one, (Observation(2, 1.0), scale), (Observation(1, 0.0), scale)]
+    probabilities = posterior(prior=prior, observations=two, length=4)
+    runs = {1: 2, 2: 2, 3: 1}
+    assert culprit_found(probabilities=probabilities, runs=runs, prior=prior, observations=two) == 1

@@ -216,17 +216,33 @@ def next_commit(
     return best
 
 
-def culprit_found(*, probabilities: np.ndarray, runs: Mapping[int, int]) -> int | None:
-    """The index of the culprit's parent (0 = base) when one candidate holds `CULPRIT_PROBABILITY` and
-    both commits at its boundary were measured (`runs`: range index -> finished runs): the prior alone
-    never names a culprit, so a docs-only commit next to the likeliest one is run before it is ruled out."""
+def culprit_found(
+    *,
+    probabilities: np.ndarray,
+    runs: Mapping[int, int],
+    prior: np.ndarray,
+    observations: Sequence[tuple[Observation, float]],
+) -> int | None:
+    """The index of the culprit's parent (0 = base) when one candidate holds `CULPRIT_PROBABILITY` of
+    `probabilities` (the posterior of `observations`), both commits at its boundary were measured (`runs`:
+    range index -> finished runs), and it still does without any one run at that boundary. The prior alone
+    never names a culprit, so a docs-only commit beside the likeliest one is run before it is ruled out;
+    and one slow run, which looks like a regression, never names its commit alone."""
     best = int(np.argmax(probabilities))
     length = len(probabilities)
     if probabilities[best] < CULPRIT_PROBABILITY:
         return None
     parent_seen = best == 0 or runs.get(best, 0) > 0
     culprit_seen = best + 1 == length or runs.get(best + 1, 0) > 0
-    return best if parent_seen and culprit_seen else None
+    if not (parent_seen and culprit_seen):
+        return None
+    for left_out, (observation, _) in enumerate(observations):
+        if observation.index not in (best, best + 1):
+            continue
+        rest = [item for k, item in enumerate(observations) if k != left_out]
+        if posterior(prior=prior, observations=rest, length=length)[best] < CULPRIT_PROBABILITY:
+            return None
+    return best
 
 
 def overlap(first: np.ndarray, second: np.ndarray) -> float:

@@ -83,8 +83,8 @@ PENDING_PER_PAIR = 1
 # One-sided, shared among a culprit's series (Bonferroni): how clearly a remainder must show. Strict,
 # because its runs were chosen by the search, and what it opens is verified on fresh runs anyway.
 REMAINDER_ALPHA = 0.001
-# Suites of one group agree on where its change is while each one's own posterior overlaps the joint
-# one at least this much (Bhattacharyya); otherwise each is searched on its own posterior.
+# Suites of one group agree on where its change is while each one's own posterior overlaps every other
+# one's at least this much (Bhattacharyya); otherwise each is searched on its own posterior.
 CONSISTENT_OVERLAP = 0.3
 # A suite whose own posterior gives the group's culprit less than this share of its likeliest commit
 # changed elsewhere: it leaves the group for a group of its own.
@@ -304,17 +304,21 @@ def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: in
     joint = posterior(
         prior=prior, observations=[item for pair in pairs for item in scaled(pair)], length=length
     )
-    consistent = all(overlap(mine, joint) >= CONSISTENT_OVERLAP for mine in own)
+    # Pairwise: a joint posterior split between two suites' commits overlaps each of them well enough.
+    consistent = all(
+        overlap(first, second) >= CONSISTENT_OVERLAP for k, first in enumerate(own) for second in own[k + 1 :]
+    )
     runs: dict[int, int] = defaultdict(int)
     for pair in pairs:
         for index, count in pair.runs.items():
             runs[index] += count
     if consistent:
-        best = culprit_found(probabilities=joint, runs=runs)
+        every = [item for pair in pairs for item in scaled(pair)]
+        best = culprit_found(probabilities=joint, runs=runs, prior=prior, observations=every)
         if best is not None:
             return _View(joint, True, [joint] * len(pairs), best, joint, list(pairs), [])
     found = {
-        k: culprit_found(probabilities=mine, runs=pair.runs)
+        k: culprit_found(probabilities=mine, runs=pair.runs, prior=prior, observations=scaled(pair))
         for k, (pair, mine) in enumerate(zip(pairs, own, strict=True))
     }
     decided = {k: index for k, index in found.items() if index is not None}
