@@ -446,6 +446,7 @@ class CulpritSearch:
     runs_cap: int
     stopped: str
     culprit_sha: str
+    stop_at_pct: int = 95  # where it stops: what the search that wrote it used
 
     @property
     def likeliest(self) -> PosteriorRow | None:
@@ -487,6 +488,7 @@ def group_culprit_search(*, group: AlertGroup) -> CulpritSearch | None:
         runs_cap=int(search.get("runs_cap", 0)),
         stopped=str(search.get("stopped", "")),
         culprit_sha=str(search.get("culprit", "")),
+        stop_at_pct=int(search.get("stop_at_pct", 95)),
     )
 
 
