@@ -67,8 +67,10 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
     judged = _judged_ranges(positions)
     rows = {suite.pk: thresholds_for_suite(suite.pk) for suite in Suite.objects.all()}
     series_of: dict[int, list[GroupSeries]] = {}
-    for group_id, suite_id, suite, concurrency, metric, change_pct in Alert.objects.values_list(
+    alerts: dict[tuple[int, int], GroupSeries] = {}
+    for group_id, series_id, suite_id, suite, concurrency, metric, change_pct in Alert.objects.values_list(
         "group_id",
+        "series_id",
         "series__suite_id",
         "series__suite__name",
         "series__concurrency",
@@ -76,36 +78,26 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
         "change_pct",
     ):
         threshold = threshold_resolve(metric=metric, suite_id=suite_id, rows=rows[suite_id])
-        series_of.setdefault(group_id, []).append(
-            GroupSeries(
-                suite=suite,
-                concurrency=concurrency,
-                metric=metric,
-                direction=1 if change_pct > 0 else -1,
-                min_relative_change=threshold.min_relative_change,
-            )
+        alerts[(group_id, series_id)] = GroupSeries(
+            suite=suite,
+            concurrency=concurrency,
+            metric=metric,
+            direction=1 if change_pct > 0 else -1,
+            min_relative_change=threshold.min_relative_change,
         )
+    for (group_id, _), series in alerts.items():
+        series_of.setdefault(group_id, []).append(series)
     # A group merged into another (its search named that group's culprit) is judged with the series it
     # held, at the culprit of the group that took them.
-    merged: dict[int, tuple[int, list[int]]] = {}
+    merged: dict[int, int] = {}
     for group_id, evidence in AlertGroup.objects.filter(evidence__has_key="merged_into").values_list(
         "pk", "evidence"
     ):
-        merged[group_id] = (int(evidence["merged_into"]), [int(s) for s in evidence.get("merged_series", [])])
-    taken = {
-        (group_id, series_id): (suite_id, suite, concurrency, metric, change_pct)
-        for group_id, series_id, suite_id, suite, concurrency, metric, change_pct in Alert.objects.filter(
-            group_id__in=[holder for holder, _ in merged.values()]
-        ).values_list(
-            "group_id",
-            "series_id",
-            "series__suite_id",
-            "series__suite__name",
-            "series__concurrency",
-            "series__metric",
-            "change_pct",
-        )
-    }
+        merged[group_id] = holder = int(evidence["merged_into"])
+        held = [
+            alerts[(holder, int(s))] for s in evidence.get("merged_series", []) if (holder, int(s)) in alerts
+        ]
+        series_of.setdefault(group_id, []).extend(held)
     ranges: dict[int, tuple[int, int]] = {
         pk: (base, head)
         for pk, base, head in AlertGroup.objects.values_list(
@@ -113,21 +105,6 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
         )
         if base is not None and head is not None
     }
-    for group_id, (holder, series_ids) in merged.items():
-        for series_id in series_ids:
-            if (holder, series_id) not in taken:
-                continue
-            suite_id, suite, concurrency, metric, change_pct = taken[(holder, series_id)]
-            threshold = threshold_resolve(metric=metric, suite_id=suite_id, rows=rows[suite_id])
-            series_of.setdefault(group_id, []).append(
-                GroupSeries(
-                    suite=suite,
-                    concurrency=concurrency,
-                    metric=metric,
-                    direction=1 if change_pct > 0 else -1,
-                    min_relative_change=threshold.min_relative_change,
-                )
-            )
     notified = []
     intervals = []
     for group_id, state, base, head, evidence in AlertGroup.objects.exclude(
@@ -137,7 +114,7 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
             continue
         judged_base, judged_head = judged.get(group_id, (base, head))
         if group_id in merged:
-            base, head = ranges.get(merged[group_id][0], (base, head))
+            base, head = ranges.get(merged[group_id], (base, head))
         if state == GroupState.CONFIRMED:
             notified.append(
                 NotifiedGroup(

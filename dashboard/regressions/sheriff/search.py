@@ -579,7 +579,6 @@ def _alerts_move(*, source: AlertGroup, target: AlertGroup, series_ids: Sequence
     taken = Alert.objects.filter(group=target).values("series_id")
     moved = alerts.exclude(series_id__in=taken).update(group=target, updated_at=timezone.now())
     for item in (source, target):
-        item.refresh_from_db(fields=["kind", "magnitude_pct"])
         if item.alerts.exists():
             group_refresh(item)
     return moved
