@@ -25,6 +25,7 @@ from runners.pipeline import BenchmarkOutcome, benchmark_execute
 from runners.profiles import DEVICE_CPU, ProfileSummary, profile_diff, trace_summarise
 from runners.suites import SuiteSpec, suite_get
 from tests.runners.conftest import TinySuiteRun
+from tests.runners.matmuls import matmul_op
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2700)]
 
@@ -136,7 +137,9 @@ def test_profile_runs_of_real_vllm_cpu_trace_their_ops_and_leave_the_levels_alon
     output_tokens = suite.benchmark.data.output_tokens
     assert output_tokens <= steps.calls <= profiling.requests * output_tokens + 4
     ops = {op.name for op in summary.ops}
-    assert {"_C::onednn_mm", "vllm::unified_attention_with_output", "aten::silu"} <= ops
+    assert {"vllm::unified_attention_with_output", "aten::silu"} <= ops
+    matmul = matmul_op(ops)
+    assert matmul is not None, sorted(ops)
 
     # Known difference: torch.compile fuses the elementwise ops of eager mode into generated kernels.
     changes = {change.name: change for change in profile_diff(base=compiled.profile.summary, head=summary)}
@@ -152,7 +155,7 @@ def test_profile_runs_of_real_vllm_cpu_trace_their_ops_and_leave_the_levels_alon
         "ompiled" in name or "inductor" in name.lower() or "fused" in name for name in compiled_only
     ), compiled_only[:20]
     # The matmuls are the model's own in both: the same op, called in both runs.
-    assert changes["_C::onednn_mm"].base_calls > 0 and changes["_C::onednn_mm"].head_calls > 0
+    assert changes[matmul].base_calls > 0 and changes[matmul].head_calls > 0
 
     fixtures = os.environ.get("PERFWATCH_PROFILE_FIXTURES")
     if fixtures:
