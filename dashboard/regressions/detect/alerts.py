@@ -25,7 +25,11 @@ from django.utils import timezone
 from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series
 from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store
-from dashboard.regressions.detect.attribution import LocatedChange, SeriesHistory, changes_locate
+from dashboard.regressions.detect.attribution import (
+    LocatedChange,
+    SeriesHistory,
+    changes_and_outliers_locate,
+)
 from dashboard.regressions.detect.thresholds import Threshold, threshold_resolve, thresholds_for_suite
 from dashboard.regressions.detect.windows import (
     CommitWindow,
@@ -57,17 +61,33 @@ EDGE_MARGIN = 20
 SAME_CHANGE_POINTS = 2
 
 
+# An outlier point this close (in benchmarked points) to the run just analysed is reported for more runs.
+OUTLIER_REACH = 2
+
+
+@dataclass(frozen=True)
+class OutlierPoint:
+    """A commit whose few runs fit neither side in some series of a suite and hardware class."""
+
+    commit_id: int
+    suite_id: int
+    hardware_class: str
+
+
 @dataclass(frozen=True)
 class DetectionOutcome:
     series_analysed: int
     alerts_created: int
     group_ids: frozenset[int]
+    # Outlier points beside the commit the analysis was run for: the sheriff runs their commits again.
+    outliers: frozenset[OutlierPoint] = frozenset()
 
     def __add__(self, other: DetectionOutcome) -> DetectionOutcome:
         return DetectionOutcome(
             series_analysed=self.series_analysed + other.series_analysed,
             alerts_created=self.alerts_created + other.alerts_created,
             group_ids=self.group_ids | other.group_ids,
+            outliers=self.outliers | other.outliers,
         )
 
 
@@ -256,15 +276,29 @@ def _window_analyse(
     window: CommitWindow,
     values: dict[int, WindowValues],
     part: slice = slice(None),
+    around_commit_id: int | None = None,
 ) -> DetectionOutcome:
     """Locate the changes of one suite and hardware class jointly over every enabled series of it, in
     one commit window, and store each as one group with an alert per series that moved. `values[part]`
-    are the series' values at the window's commits."""
+    are the series' values at the window's commits. With `around_commit_id`, the outlier points within
+    OUTLIER_REACH points of that commit are reported too."""
     commits = window.commits
-    located = changes_locate(
+    located, outlier_indices = changes_and_outliers_locate(
         series=_history_build(series=series, thresholds=thresholds, values=values, part=part)
     )
-    analysed = DetectionOutcome(series_analysed=len(series), alerts_created=0, group_ids=frozenset())
+    outliers: frozenset[OutlierPoint] = frozenset()
+    around = next(
+        (index for index, commit in enumerate(commits) if commit.commit_id == around_commit_id), None
+    )
+    if around is not None and series:
+        outliers = frozenset(
+            OutlierPoint(commits[index].commit_id, series[0].suite_id, series[0].hardware_class)
+            for index in outlier_indices
+            if abs(index - around) <= OUTLIER_REACH
+        )
+    analysed = DetectionOutcome(
+        series_analysed=len(series), alerts_created=0, group_ids=frozenset(), outliers=outliers
+    )
     if not located:
         return analysed
     by_id = {item.pk: item for item in series}
@@ -360,7 +394,10 @@ def _window_analyse(
         created_count += sum(created for _, created in stored)
         group_ids.add(group_id)
     return DetectionOutcome(
-        series_analysed=len(series), alerts_created=created_count, group_ids=frozenset(group_ids)
+        series_analysed=len(series),
+        alerts_created=created_count,
+        group_ids=frozenset(group_ids),
+        outliers=outliers,
     )
 
 
@@ -422,7 +459,13 @@ def series_detect(*, series_ids: Sequence[int], commit_id: int | None = None) ->
                 continue
             window = commit_window(suite_id=suite_id, hardware_class=hardware_class, commit_id=commit_id)
             values = _values_read(series=enabled, commits=window.commits)
-            outcome += _window_analyse(series=enabled, thresholds=thresholds, window=window, values=values)
+            outcome += _window_analyse(
+                series=enabled,
+                thresholds=thresholds,
+                window=window,
+                values=values,
+                around_commit_id=commit_id,
+            )
     return outcome
 
 

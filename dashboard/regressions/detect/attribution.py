@@ -112,13 +112,25 @@ class LocatedChange:
 
 def changes_locate(*, series: Sequence[SeriesHistory]) -> list[LocatedChange]:
     """The changes of a suite on a hardware class, each located once over all its series, in order."""
+    return changes_and_outliers_locate(series=series)[0]
+
+
+def changes_and_outliers_locate(*, series: Sequence[SeriesHistory]) -> tuple[list[LocatedChange], list[int]]:
+    """The changes (as `changes_locate`) and the points left out as outliers in any series: a point
+    measured fewer than REPEATED_RUNS times that fits neither side. Such a point is a slow run, or a
+    change too short for a segment of its own (a regression reverted a commit or two later); more runs
+    of its commit tell which, since a commit measured that often is a level of its own."""
     if not series:
-        return []
+        return [], []
     prepared = [_Prepared.of(history) for history in series]
     length = prepared[0].values.size
     if any(item.values.size != length for item in prepared):
         raise HistoryInvalid("every series must have one value (or NaN) per benchmarked point")
     _outliers_mark(prepared)
+    left_out = np.zeros(length, dtype=bool)
+    for item in prepared:
+        left_out |= ~item.usable & ~np.isnan(item.values)
+    outliers = [int(index) for index in np.flatnonzero(left_out)]
 
     candidates: set[tuple[int, int]] = set()  # (first point after the change, series number)
     for number, item in enumerate(prepared):
@@ -147,7 +159,7 @@ def changes_locate(*, series: Sequence[SeriesHistory]) -> list[LocatedChange]:
             continue
         located.append(found)
         floor = found.last
-    return located
+    return located, outliers
 
 
 @dataclass

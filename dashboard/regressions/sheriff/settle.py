@@ -1,5 +1,6 @@
-"""What follows a stored run, in one place: detection around it, verification of what it found, the
-verdicts it completes, the culprit search, and the suite's next runs.
+"""What follows a stored run, in one place: detection around it, more runs of the outlier commits beside
+it, verification of what it found, the verdicts it completes, the culprit search, and the suite's next
+runs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dashboard.regressions.detect.alerts import (
 )
 from dashboard.regressions.models import Alert, AlertGroup, GroupState
 from dashboard.regressions.notifications import notifications_schedule
+from dashboard.regressions.sheriff.recheck import outliers_recheck
 from dashboard.regressions.sheriff.search import group_search, groups_searching
 from dashboard.regressions.sheriff.verdicts import group_judge, group_verify, groups_verify
 
@@ -29,10 +31,12 @@ logger = logging.getLogger(__name__)
 
 
 def run_settle(*, run_id: int) -> DetectionOutcome:
-    """Everything a stored run sets off: detection around its commit, verification of the groups it found,
-    the verdicts it completes, the next step of every culprit search of its suite and hardware class (the
-    run may lie inside a range or beside one, where it refines a side's level), and the suite's next runs."""
+    """Everything a stored run sets off: detection around its commit, more runs of the outlier commits
+    beside it, verification of the groups it found, the verdicts it completes, the next step of every
+    culprit search of its suite and hardware class (the run may lie inside a range or beside one, where
+    it refines a side's level), and the suite's next runs."""
     outcome = run_detect(run_id=run_id)
+    outliers_recheck(outliers=outcome.outliers)
     groups_verify(group_ids=outcome.group_ids)
     run_verdicts(run_id=run_id)
     run = Run.objects.select_related("suite").get(pk=run_id)
