@@ -244,6 +244,16 @@ RUN_KIND_PRIORITY: dict[str, int] = {
     RunKind.RELEASE: 6,
     RunKind.BACKFILL: 9,
 }
+# A verification, search or recheck run queued beyond its suite's daily budget is spare-time work: it
+# waits until no new commit does, so it costs only node time nothing else wanted (before backfill).
+SPARE_TIME_PRIORITY = 8
+
+
+def run_priority(*, kind: str, spare_time: bool = False) -> int:
+    """A queued run's place in the order runners take runs in (Celery priority, 0 first)."""
+    if spare_time:
+        return SPARE_TIME_PRIORITY
+    return RUN_KIND_PRIORITY.get(kind, max(RUN_KIND_PRIORITY.values()))
 
 
 class RunQuerySet(QuerySet["Run"]):
@@ -257,6 +267,7 @@ class RunQuerySet(QuerySet["Run"]):
     def in_dispatch_order(self) -> RunQuerySet:
         """Queued runs in the order a runner takes them: by the priority of their kind, then oldest first."""
         priority = models.Case(
+            models.When(spare_time=True, then=models.Value(SPARE_TIME_PRIORITY)),
             *(models.When(kind=kind, then=models.Value(rank)) for kind, rank in RUN_KIND_PRIORITY.items()),
             default=models.Value(max(RUN_KIND_PRIORITY.values())),
             output_field=models.IntegerField(),
@@ -294,6 +305,9 @@ class Run(models.Model):
     vllm_version = models.CharField(max_length=100, blank=True, help_text="What /version answered")
     forced = models.BooleanField(default=False, help_text="Asked for explicitly, even if already benchmarked")
     kind = models.CharField(max_length=20, choices=RunKind.choices, default=RunKind.ROUTINE, db_index=True)
+    spare_time = models.BooleanField(
+        default=False, help_text="Queued beyond its suite's daily budget: taken only when no new commit waits"
+    )
     # Lease: the runner holding the run renews it; an expired lease means the runner died.
     attempt = models.PositiveSmallIntegerField(default=0)
     max_attempts = models.PositiveSmallIntegerField(default=3)

@@ -20,13 +20,13 @@ from django.utils import timezone
 from dashboard import dispatch
 from dashboard.benchmarks.models import (
     ACTIVE_RUN_STATUSES,
-    RUN_KIND_PRIORITY,
     Commit,
     Run,
     RunKind,
     Runner,
     RunStatus,
     Suite,
+    run_priority,
 )
 from dashboard.benchmarks.report_storage import report_save
 from runners.text import one_line
@@ -55,7 +55,7 @@ def _dispatch(run: Run) -> None:
         run_id=run.pk,
         hardware_class=run.hardware_class,
         budget_s=budget_s,
-        priority=RUN_KIND_PRIORITY.get(run.kind, max(RUN_KIND_PRIORITY.values())),
+        priority=run_priority(kind=run.kind, spare_time=run.spare_time),
     )
 
 
@@ -67,10 +67,13 @@ def run_enqueue(
     version: str = "",
     forced: bool = False,
     kind: str = RunKind.ROUTINE,
+    spare_time: bool = False,
 ) -> Run:
-    """Queue a benchmark of `suite` at `commit`; the message goes out once the transaction commits."""
+    """Queue a benchmark of `suite` at `commit`; the message goes out once the transaction commits. A
+    `spare_time` run is taken only when no new commit waits (`models.SPARE_TIME_PRIORITY`)."""
     run = Run.objects.create(
         kind=kind,
+        spare_time=spare_time,
         queued_at=timezone.now(),
         commit=commit,
         suite=suite,

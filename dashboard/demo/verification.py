@@ -25,7 +25,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from dashboard import dispatch
-from dashboard.benchmarks.models import RUN_KIND_PRIORITY, Run, RunKind, Runner, RunStatus
+from dashboard.benchmarks.models import Run, RunKind, Runner, RunStatus, run_priority
 from dashboard.benchmarks.runs import run_cancel
 from dashboard.benchmarks.services import run_results_store
 from dashboard.demo.history import demo_accuracy_store, demo_report, demo_run_finish
@@ -80,7 +80,9 @@ class _Node:
     def take(self, *, runs: Sequence[Run], at: datetime) -> datetime:
         """Run `runs` (queued at `at`), most urgent kind first; returns when the last one finished."""
         last = at
-        for run in sorted(runs, key=lambda run: (RUN_KIND_PRIORITY.get(run.kind, 9), run.pk)):
+        for run in sorted(
+            runs, key=lambda run: (run_priority(kind=run.kind, spare_time=run.spare_time), run.pk)
+        ):
             runner = self.runners[run.hardware_class]
             waited = timedelta(minutes=self.records.uniform(1.0, 6.0))
             started_at = max(at + waited, self.free_at.get(run.hardware_class, at))

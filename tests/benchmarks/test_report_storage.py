@@ -88,11 +88,12 @@ def test_migration_moves_a_report_from_the_table_to_the_storage_and_back() -> No
         executor = MigrationExecutor(connection)
         executor.migrate([AFTER])
 
-        moved = Run.objects.get(pk=run_id)
+        # Read with the columns that migration knew: later ones are not there yet.
+        moved = Run.objects.only("report_key").get(pk=run_id)
         assert moved.report_key == f"reports/{run_id // 1000}/run-{run_id}.json.gz"
         assert default_storage.open(moved.report_key).read() == packed
         assert report_read(key=moved.report_key) == b'{"benchmarks": ["old"]}'
-        assert Run.objects.get(pk=without).report_key == ""
+        assert Run.objects.only("report_key").get(pk=without).report_key == ""
         columns = {
             column.name
             for column in connection.introspection.get_table_description(

@@ -1,4 +1,5 @@
-"""The daily GPU-hour budget of a suite's verification and bisection runs: what they cost, what is left."""
+"""The daily GPU-hour budget of a suite's verification and bisection runs: what they cost, what is left.
+Runs queued beyond it wait for spare node time (`Run.spare_time`) and spend none of it."""
 
 from __future__ import annotations
 
@@ -55,7 +56,10 @@ def _budget_uses(suites: list[Suite]) -> list[BudgetUse]:
         for suite_id, hours in costs.items()
     }
     spent = dict.fromkeys(ids, 0.0)
-    extra = Run.objects.filter(suite_id__in=ids, kind__in=EXTRA_KINDS, queued_at__gte=now - timedelta(days=1))
+    # Spare-time runs use node time that nothing else wanted: they spend none of the budget.
+    extra = Run.objects.filter(
+        suite_id__in=ids, kind__in=EXTRA_KINDS, queued_at__gte=now - timedelta(days=1), spare_time=False
+    )
     for suite_id, status, started_at, finished_at, gpus in extra.exclude(
         status=RunStatus.CANCELLED
     ).values_list("suite_id", "status", "started_at", "finished_at", "runner__gpu_count"):

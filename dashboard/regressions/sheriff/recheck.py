@@ -2,10 +2,11 @@
 too short for detection to see (a regression reverted one or two commits later, a two-commit excursion).
 
 Detection leaves such a point out, and with one run it cannot tell which it is. Its commit is run again
-until it has `REPEATED_RUNS` runs (kind `verification`: ahead of new commits, within the suite's daily
-budget): a slow run is then outvoted by the median of its commit's runs, while a real short change
-becomes a level of its own, and the changes into and out of it are located, verified and searched as
-any other. A commit is run again once: runs already there or waiting count toward its repeats.
+until it has `REPEATED_RUNS` runs (kind `verification`: ahead of new commits within the suite's daily
+budget, in spare node time beyond it): a slow run is then outvoted by the median of its commit's runs,
+while a real short change becomes a level of its own, and the changes into and out of it are located,
+verified and searched as any other. A commit is run again once: runs already there or waiting count
+toward its repeats.
 """
 
 from __future__ import annotations
@@ -41,9 +42,6 @@ def outliers_recheck(*, outliers: Iterable[OutlierPoint]) -> list[Run]:
                 status__in=(RunStatus.SUCCEEDED, *PENDING_RUN_STATUSES),
             ).count()
             for _ in range(REPEATED_RUNS - runs):
-                if not suite_budget_use(suite=suite).allows_another:
-                    logger.info("%s is out of budget for rechecking %s", suite.name, commit.short_sha)
-                    break
                 queued.append(
                     run_enqueue(
                         commit=commit,
@@ -51,6 +49,7 @@ def outliers_recheck(*, outliers: Iterable[OutlierPoint]) -> list[Run]:
                         hardware_class=point.hardware_class,
                         forced=True,
                         kind=RunKind.VERIFICATION,
+                        spare_time=not suite_budget_use(suite=suite).allows_another,
                     )
                 )
     if queued:

@@ -347,7 +347,7 @@ def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: in
 def group_search(*, group_id: int) -> SearchStep:
     """One step of a confirmed group's culprit search: recompute its posterior from every run, narrow the
     range to (parent, culprit] once one commit holds 99 %, and otherwise queue the run that is expected to
-    tell most, within the group's run cap and the suite's budget. Idempotent."""
+    tell most, within the group's run cap (beyond the suite's budget, in spare node time). Idempotent."""
     queued: list[Run] = []
     split: list[int] = []
     remainder: tuple[AlertGroup, list[Commit], Commit, Commit, list[_PairEvidence]] | None = None
@@ -502,14 +502,14 @@ def _search_run(
     )
     if waiting is not None and run_promote(run_id=waiting.pk, kind=RunKind.BISECTION):
         return waiting
-    if not suite_budget_use(suite=pair.suite).allows_another:
-        return None
     return run_enqueue(
         commit=commit,
         suite=pair.suite,
         hardware_class=pair.hardware_class,
         forced=True,
         kind=RunKind.BISECTION,
+        # Beyond the budget, the search goes on in spare node time rather than waiting for tomorrow.
+        spare_time=not suite_budget_use(suite=pair.suite).allows_another,
     )
 
 

@@ -183,7 +183,7 @@ def _repeats_wanted(group: AlertGroup) -> int:
 def group_verify(*, group_id: int) -> list[Run]:
     """Queue the verification runs a suspected group still lacks: base and head, interleaved, until each
     end has its repeats (besides the run that found it) on every suite and hardware class of its alerts.
-    Idempotent; nothing is queued beyond a suite's daily budget (a later pass queues the rest)."""
+    Idempotent; repeats beyond a suite's daily budget are queued for spare node time."""
     queued: list[Run] = []
     with transaction.atomic():
         group = (
@@ -211,10 +211,8 @@ def group_verify(*, group_id: int) -> list[Run]:
                 for commit, done, version in ends:
                     if done > repeat:
                         continue
-                    budget = suite_budget_use(suite=suite)
-                    if not budget.allows_another:
-                        logger.info("group %s: %s is out of verification budget", group_id, suite.name)
-                        return queued
+                    # Beyond the budget, the repeat waits for spare node time rather than for tomorrow.
+                    spare_time = not suite_budget_use(suite=suite).allows_another
                     queued.append(
                         run_enqueue(
                             commit=commit,
@@ -223,6 +221,7 @@ def group_verify(*, group_id: int) -> list[Run]:
                             version=version,
                             forced=True,
                             kind=RunKind.VERIFICATION,
+                            spare_time=spare_time,
                         )
                     )
     if queued:
