@@ -9,6 +9,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import migrations, models
 
+from dashboard.benchmarks.migration_operations import AddRunColumnInPlace
+
 BATCH = 200
 
 
@@ -46,25 +48,6 @@ def reports_to_table(apps, schema_editor) -> None:
         last = batch[-1][0]
 
 
-class AddRunColumnInPlace(migrations.AddField):
-    """SQLite (the embedded demo) adds a NOT NULL column by rebuilding the run table with every index of the
-    model, run_finished_newest's NULLS LAST included, which it cannot create: there it adds it in place."""
-
-    def database_forwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "sqlite":
-            schema_editor.execute(
-                "ALTER TABLE benchmarks_run ADD COLUMN report_key varchar(200) NOT NULL DEFAULT ''"
-            )
-        else:
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-
-    def database_backwards(self, app_label, schema_editor, from_state, to_state):  # type: ignore[no-untyped-def]
-        if schema_editor.connection.vendor == "sqlite":
-            schema_editor.execute("ALTER TABLE benchmarks_run DROP COLUMN report_key")
-        else:
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
-
-
 class Migration(migrations.Migration):
     dependencies = [("benchmarks", "0009_duplicate_indexes_dropped_main_order_indexed")]
 
@@ -78,6 +61,7 @@ class Migration(migrations.Migration):
                 help_text="The raw report's gzip in the report storage",
                 max_length=200,
             ),
+            column_sql="report_key varchar(200) NOT NULL DEFAULT ''",
         ),
         migrations.RunPython(reports_to_storage, reports_to_table),
         migrations.RemoveField(model_name="run", name="report_gz"),
