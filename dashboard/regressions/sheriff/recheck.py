@@ -2,11 +2,12 @@
 too short for detection to see (a regression reverted one or two commits later, a two-commit excursion).
 
 Detection leaves such a point out, and with one run it cannot tell which it is. Its commit is run again
-until it has `REPEATED_RUNS` runs (kind `verification`: ahead of new commits within the suite's daily
-budget, in spare node time beyond it): a slow run is then outvoted by the median of its commit's runs,
-while a real short change becomes a level of its own, and the changes into and out of it are located,
-verified and searched as any other. A commit is run again once: runs already there or waiting count
-toward its repeats.
+until it has `REPEATED_RUNS` runs: a slow run is then outvoted by the median of its commit's runs, while a
+real short change becomes a level of its own, and the changes into and out of it are located, verified
+and searched as any other. A commit is run again once: runs already there or waiting count toward its
+repeats. The repeats are speculative (most outliers are slow runs), so they are backfill: taken when a
+node has nothing else to do, spending none of the suite's budget that suspected changes wait on, and
+never counted as a group's fresh repeats.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from dashboard.benchmarks.models import PENDING_RUN_STATUSES, Commit, Run, RunKi
 from dashboard.benchmarks.runs import run_enqueue
 from dashboard.regressions.detect.alerts import OutlierPoint
 from dashboard.regressions.detect.attribution import REPEATED_RUNS
-from dashboard.regressions.sheriff.budget import suite_budget_use
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +48,7 @@ def outliers_recheck(*, outliers: Iterable[OutlierPoint]) -> list[Run]:
                         suite=suite,
                         hardware_class=point.hardware_class,
                         forced=True,
-                        kind=RunKind.VERIFICATION,
-                        spare_time=not suite_budget_use(suite=suite).allows_another,
+                        kind=RunKind.BACKFILL,
                     )
                 )
     if queued:
