@@ -78,6 +78,22 @@ class World:
         )
         return group
 
+    def suspected(self, *, base: int, head: int, change_pct: float) -> AlertGroup:
+        """A suspected regression group for (base, head] with one alert of `change_pct` on the series."""
+        group = AlertGroup.objects.create(
+            base_commit=self.commits[base], head_commit=self.commits[head], kind=GroupKind.REGRESSION
+        )
+        Alert.objects.create(
+            group=group,
+            series=self.series,
+            kind="regression",
+            before_value=LEVEL,
+            after_value=LEVEL * (1 + change_pct / 100),
+            change_pct=change_pct,
+            p_value=1e-9,
+        )
+        return group
+
     def search(self, group: AlertGroup, *, limit: int = 40) -> list[int]:
         """Run the search's runs one at a time, as one node would; returns the commits it ran, in order."""
         ran: list[int] = []
@@ -213,18 +229,7 @@ def test_verification_ignores_the_runs_that_raised_the_alarm(settings) -> None:
     world = World(
         level=lambda index: LEVEL * (0.9 if index == 20 else 1.0), benchmarked=lambda i: i <= 20, seed=8
     )
-    group = AlertGroup.objects.create(
-        base_commit=world.commits[19], head_commit=world.commits[20], kind=GroupKind.REGRESSION
-    )
-    Alert.objects.create(
-        group=group,
-        series=world.series,
-        kind="regression",
-        before_value=LEVEL,
-        after_value=LEVEL * 0.9,
-        change_pct=-10.0,
-        p_value=1e-9,
-    )
+    group = world.suspected(base=19, head=20, change_pct=-10.0)
     settings.PERFWATCH_VERIFICATION_REPEATS = 3
 
     group_verify(group_id=group.pk)

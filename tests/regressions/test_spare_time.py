@@ -8,12 +8,12 @@ import pytest
 
 from dashboard.benchmarks.models import Run, RunKind, RunStatus
 from dashboard.benchmarks.runs import run_enqueue
-from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState
+from dashboard.regressions.models import GroupState
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.search import group_search
 from dashboard.regressions.sheriff.verdicts import group_verify
 from tests.conftest import DispatchLog
-from tests.regressions.test_search import BASE, HEAD, LEVEL, World, _step
+from tests.regressions.test_search import BASE, HEAD, World, _step
 
 pytestmark = pytest.mark.django_db
 
@@ -22,18 +22,7 @@ def test_repeats_beyond_the_budget_wait_for_spare_time_after_new_commits_and_bef
     settings, dispatched: DispatchLog
 ) -> None:
     world = World(level=_step(33, factor=0.9), benchmarked=lambda index: index <= 40, seed=4)
-    group = AlertGroup.objects.create(
-        base_commit=world.commits[32], head_commit=world.commits[33], kind=GroupKind.REGRESSION
-    )
-    Alert.objects.create(
-        group=group,
-        series=world.series,
-        kind="regression",
-        before_value=LEVEL,
-        after_value=LEVEL * 0.9,
-        change_pct=-10.0,
-        p_value=1e-9,
-    )
+    group = world.suspected(base=32, head=33, change_pct=-10.0)
     settings.PERFWATCH_SUITE_DAILY_GPU_HOURS = 0.0
     backfill = run_enqueue(commit=world.commits[50], suite=world.suite, kind=RunKind.BACKFILL)
 
