@@ -246,3 +246,69 @@ def test_verification_ignores_the_runs_that_raised_the_alarm(settings) -> None:
     # Only the repeats were judged: the alarm's own run (at -10 %) is not among the head's values.
     assert len(verdict["head_values"]) == len(verdict["base_values"]) >= 3
     assert min(verdict["head_values"]) > LEVEL * 0.95
+
+
+def _repeats(world: World, index: int, count: int) -> None:
+    """`count` more runs of commit `index`, as its verification repeats leave it."""
+    for _ in range(count):
+        run_with_values(
+            commit=world.commits[index], suite=world.suite, values={(16, THROUGHPUT): world.value(index)}
+        )
+
+
+def test_a_change_over_two_commits_named_at_its_second_opens_a_group_at_its_first() -> None:
+    # -3.5 % at commit 33 and as much again at 34: detection named 34, whose parent had already moved.
+    def level(index: int) -> float:
+        return LEVEL * (0.965 if index >= 33 else 1.0) * (0.965 if index >= 34 else 1.0)
+
+    world = World(level=level, benchmarked=lambda i: True, seed=9)
+    _repeats(world, 33, 2)
+    _repeats(world, 34, 2)
+    group = world.confirmed(base=33, head=34)
+
+    step = group_search(group_id=group.pk)
+
+    onset = AlertGroup.objects.exclude(pk=group.pk).get()
+    assert step.opened == [onset.pk]
+    assert world.range_of(onset) == (32, 33)
+    assert onset.state == GroupState.SUSPECTED
+    assert onset.alerts.get().change_pct < 0
+    assert "began" in onset.range_reason
+    # Checked once: the group's next step opens nothing more.
+    assert group_search(group_id=group.pk).opened == []
+
+
+def test_a_change_at_one_commit_opens_no_group_before_it() -> None:
+    world = World(level=_step(34, factor=0.93), benchmarked=lambda i: True, seed=10)
+    _repeats(world, 33, 2)
+    _repeats(world, 34, 2)
+    group = world.confirmed(base=33, head=34)
+
+    assert group_search(group_id=group.pk).opened == []
+    assert AlertGroup.objects.count() == 1
+
+
+def test_a_verdict_waits_for_its_own_repeats_only(settings) -> None:
+    # A real drop at 20; once the repeats are in, a backfill run queued at the head (an outlier's
+    # recheck, taken in idle node time) does not hold the verdict back.
+    world = World(level=_step(20, factor=0.9), benchmarked=lambda i: i <= 20, seed=11)
+    group = world.suspected(base=19, head=20, change_pct=-10.0)
+    settings.PERFWATCH_VERIFICATION_REPEATS = 2
+    group_verify(group_id=group.pk)
+    for run in Run.objects.filter(status=RunStatus.QUEUED, kind=RunKind.VERIFICATION).order_by("pk"):
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.SUCCEEDED)
+        Measurement.objects.create(
+            run=run,
+            series=world.series,
+            commit=run.commit,
+            value=world.value(world.commits.index(run.commit)),
+        )
+    Run.objects.create(
+        commit=world.commits[20],
+        suite=world.suite,
+        hardware_class=world.suite.hardware_class,
+        kind=RunKind.BACKFILL,
+        status=RunStatus.QUEUED,
+    )
+
+    assert group_judge(group_id=group.pk) == GroupState.CONFIRMED

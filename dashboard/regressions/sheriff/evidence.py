@@ -10,13 +10,10 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from dashboard.benchmarks.models import (
-    PENDING_RUN_STATUSES,
     Measurement,
-    Run,
     RunKind,
     RunStatus,
     Series,
-    Suite,
 )
 from dashboard.benchmarks.statistics import change_estimate
 from dashboard.regressions.detect.windows import series_window
@@ -27,7 +24,6 @@ logger = logging.getLogger(__name__)
 NOISE_FLOOR_LOG = 0.001
 # A repeat further than this many noise scales from the median of its commit is a slow run, not data.
 OUTLIER_SIGMAS = 4.0
-UNFINISHED_OR_GOOD = (RunStatus.SUCCEEDED, *PENDING_RUN_STATUSES)
 
 
 def log_values(values: Iterable[float]) -> list[float]:
@@ -77,14 +73,6 @@ def series_noise_log(*, series: Series, commit_id: int) -> float:
         return 0.0
     middle = statistics.median(diffs)
     return statistics.median(abs(d - middle) for d in diffs) / 0.6744897501960817 / math.sqrt(2)
-
-
-def end_runs(*, commit_id: int, suite: Suite, hardware_class: str) -> list[Run]:
-    return list(
-        Run.objects.filter(
-            commit_id=commit_id, suite=suite, hardware_class=hardware_class, status__in=UNFINISHED_OR_GOOD
-        )
-    )
 
 
 def _pooled_sigma(groups: Sequence[Sequence[float]]) -> tuple[float, int]:

@@ -351,6 +351,7 @@ def group_search(*, group_id: int) -> SearchStep:
     queued: list[Run] = []
     split: list[int] = []
     remainder: tuple[AlertGroup, list[Commit], Commit, Commit, list[_PairEvidence]] | None = None
+    onset: tuple[AlertGroup, list[Commit]] | None = None
     with transaction.atomic():
         # The group's row lock serialises two steps of the same search.
         group = (
@@ -362,8 +363,14 @@ def group_search(*, group_id: int) -> SearchStep:
         if group is None or group.base_commit.position is None or group.head_commit.position is None:
             return SearchStep()
         search = dict(group.evidence.get("search", {}))
+        if group.head_commit.position - group.base_commit.position <= 1 and not search.get("onset"):
+            # Detection already named one commit: nothing to search, but the change may have begun
+            # at its parent (a change over two commits); that part is a change of its own.
+            search["onset"] = "checked"
+            _evidence_save(group, search)
+            onset = (group, [c for c in (group.base_commit, group.head_commit)])
         if search.get("stopped") or group.head_commit.position - group.base_commit.position <= 1:
-            return SearchStep()
+            return SearchStep(opened=_onset_open(*onset) if onset is not None else [])
         commits = _range_commits(group)
         pairs = []
         sigma_cache: dict[str, float] = {}
@@ -738,18 +745,102 @@ def _remainder_open(
                 second = _second_group(group=group, base=commits[low], head=commits[high], found=found)
                 if second is not None:
                     opened.append(second)
+    if parent_index == 0:
+        # Nothing of the range lies before the culprit: whether the change began before it is told by
+        # the commits before the range.
+        opened.extend(_onset_open(group, [parent, culprit]))
+    return opened
+
+
+# ONSET_ALPHA, one-sided and shared among a pair's series: how clearly the parent must already show part
+# of the change. Looser than a remainder's: the parent has the group's verification repeats, and what
+# it opens is verified on fresh runs before anyone is told.
+ONSET_ALPHA = 0.005
+
+
+def _onset_open(group: AlertGroup, commits: Sequence[Commit]) -> list[int]:
+    """A culprit's parent already part of the way to the new level: the change began before it (a change
+    over two or three commits, or a second one just before). Compares the parent's runs, its
+    verification repeats among them, with the benchmarked commits before it on each of the group's
+    series in its alert's direction, and opens what holds as a suspected group (the last of those
+    commits, parent]. Returns the groups opened."""
+    parent, culprit = commits[0], commits[-1]
+    position = parent.position
+    if position is None:
+        return []
+    directions = dict(
+        group.alerts.filter(source=Alert.Source.DETECTOR).values_list("series_id", "change_pct")
+    )
+    opened: list[int] = []
+    for suite, hardware_class, series in _pairs(group):
+        older: list[int] = [
+            at
+            for at in Run.objects.filter(
+                suite=suite,
+                hardware_class=hardware_class,
+                status=RunStatus.SUCCEEDED,
+                commit__repository_id=parent.repository_id,
+                commit__position__lt=position,
+                commit__position__gte=position - SIDE_WINDOW,
+            )
+            .order_by("-commit__position")
+            .values_list("commit__position", flat=True)
+            .distinct()[:SIDE_COMMITS]
+            if at is not None
+        ]
+        if not older:
+            continue
+        rows = thresholds_for_suite(suite.pk)
+        alpha = ONSET_ALPHA / max(len(series), 1)
+        found = []
+        for item in series:
+            before = [
+                value
+                for at in older
+                for value in _values_at(series_id=item.pk, position=at, repository_id=parent.repository_id)
+            ]
+            after = _values_at(series_id=item.pk, position=position, repository_id=parent.repository_id)
+            direction = 1 if directions.get(item.pk, 0.0) > 0 else -1
+            if len(after) < 2 or not before or min(before + after) <= 0:
+                continue
+            threshold = threshold_resolve(metric=item.metric, suite_id=suite.pk, rows=rows)
+            change, _, _, p_value, holds, _, _, _ = change_verdict(
+                base_values=before,
+                head_values=after,
+                series_sigma_log=series_noise_log(series=item, commit_id=culprit.pk),
+                direction=direction,
+                min_relative_change=threshold.min_relative_change,
+                alpha=alpha,
+            )
+            if holds and change * direction > 0:
+                found.append(_Remainder(item, before, after, change, p_value))
+        if not found:
+            continue
+        start = Commit.objects.filter(repository_id=parent.repository_id, position=older[0]).first()
+        if start is None:
+            continue
+        second = _second_group(
+            group=group,
+            base=start,
+            head=parent,
+            found=found,
+            reason=f"where group #{group.pk}'s change began: its culprit's parent had already moved",
+        )
+        if second is not None:
+            opened.append(second)
     return opened
 
 
 def _second_group(
-    *, group: AlertGroup, base: Commit, head: Commit, found: Sequence[_Remainder]
+    *, group: AlertGroup, base: Commit, head: Commit, found: Sequence[_Remainder], reason: str = ""
 ) -> int | None:
     second, created = AlertGroup.objects.get_or_create(
         base_commit=base,
         head_commit=head,
         defaults={
             "kind": GroupKind.REGRESSION,
-            "range_reason": f"the rest of group #{group.pk}'s change, which its culprit does not explain",
+            "range_reason": reason
+            or f"the rest of group #{group.pk}'s change, which its culprit does not explain",
         },
     )
     if created:

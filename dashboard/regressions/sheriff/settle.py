@@ -79,7 +79,9 @@ def groups_search(*, suite_id: int | None = None, hardware_class: str | None = N
         queued.extend(groups_verify(group_ids=step.opened))
         for split_id in step.split:
             # A suite that changed elsewhere in the range starts its own search at once.
-            queued.extend(group_search(group_id=split_id).queued)
+            split_step = group_search(group_id=split_id)
+            queued.extend(split_step.queued)
+            queued.extend(groups_verify(group_ids=split_step.opened))
     return queued
 
 

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.benchmarks.models import (
+    PENDING_RUN_STATUSES,
     Run,
     RunKind,
     RunStatus,
@@ -38,7 +39,6 @@ from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
     change_verdict,
-    end_runs,
     fresh_values,
     series_noise_log,
 )
@@ -164,6 +164,17 @@ def _repeats_count(*, group: AlertGroup, commit_id: int, suite: Suite, hardware_
     )
 
 
+def _repeats_pending(*, group: AlertGroup, commit_id: int, suite: Suite, hardware_class: str) -> bool:
+    return Run.objects.filter(
+        commit_id=commit_id,
+        suite=suite,
+        hardware_class=hardware_class,
+        kind=RunKind.VERIFICATION,
+        queued_at__gte=group.created_at,
+        status__in=PENDING_RUN_STATUSES,
+    ).exists()
+
+
 def _release_version(*, commit_id: int, suite: Suite, hardware_class: str) -> str:
     return (
         Run.objects.filter(commit_id=commit_id, suite=suite, hardware_class=hardware_class)
@@ -276,8 +287,12 @@ def _judge(*, group_id: int) -> tuple[str, str]:
         wanted = _repeats_wanted(group)
         for suite, hardware_class in _pairs(group):
             for commit_id in (group.base_commit_id, group.head_commit_id):
-                runs = end_runs(commit_id=commit_id, suite=suite, hardware_class=hardware_class)
-                if any(run.status != RunStatus.SUCCEEDED for run in runs):
+                # Only this group's repeats count (`fresh_values`), so only they are waited for: a
+                # backfill or an outlier's recheck queued at the same commit takes idle node time only,
+                # and waiting for it held confirmed changes back by up to half a day.
+                if _repeats_pending(
+                    group=group, commit_id=commit_id, suite=suite, hardware_class=hardware_class
+                ):
                     return group.state, ""  # a repeat is still on its way
                 if (
                     _repeats_count(
