@@ -65,14 +65,21 @@ def fresh_values(*, series_id: int, commit_id: int, since: datetime) -> list[flo
 
 
 def series_noise_log(*, series: Series, commit_id: int) -> float:
-    """Run-to-run noise of a series in log space: MAD of first differences around `commit_id`."""
+    """Run-to-run noise of a series in log space, from the first differences around `commit_id`: their
+    standard deviation once differences beyond `OUTLIER_SIGMAS` robust scales (a slow run far off, a
+    step) are set aside, and never below their MAD. The MAD alone sees only the normal core: a slow mode
+    a few percent off, on one run in twenty, is inside any two runs' spread but not in it, and the 95 %
+    intervals built on it held the truth about 85 % of the time."""
     points = series_window(series=series, commit_id=commit_id, size=61).points
     logs = log_values(point.value for point in points)
     diffs = [b - a for a, b in itertools.pairwise(logs)]
     if len(diffs) < 4:
         return 0.0
     middle = statistics.median(diffs)
-    return statistics.median(abs(d - middle) for d in diffs) / 0.6744897501960817 / math.sqrt(2)
+    robust = statistics.median(abs(d - middle) for d in diffs) / 0.6744897501960817
+    kept = [d - middle for d in diffs if abs(d - middle) <= OUTLIER_SIGMAS * robust]
+    spread = math.sqrt(statistics.fmean(d * d for d in kept)) if kept else 0.0
+    return max(robust, spread) / math.sqrt(2)
 
 
 def _pooled_sigma(groups: Sequence[Sequence[float]]) -> tuple[float, int]:

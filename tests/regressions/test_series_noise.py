@@ -1,0 +1,49 @@
+"""A series' run-to-run noise as the verdicts' 95 % intervals use it: the spread of every run but those far
+off, so a slow mode a few noise scales off on one run in ten widens it, and a clean series keeps its own."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import cast
+
+import pytest
+
+from dashboard.benchmarks.models import Series, Suite
+from dashboard.regressions.sheriff.evidence import series_noise_log
+from tests.factories import SuiteFactory, bulk_history
+
+pytestmark = pytest.mark.django_db
+
+NOISE = 0.01  # the normal core of the run-to-run noise, log scale
+KEY = (16, "output_throughput_tok_s")
+
+
+def _noise_of(values: list[float]) -> float:
+    suite = cast(Suite, SuiteFactory())
+    commits = bulk_history(suite=suite, values={KEY: values})
+    series = Series.objects.get(suite=suite, concurrency=KEY[0], metric=KEY[1])
+    return series_noise_log(series=series, commit_id=commits[-1].pk)
+
+
+def test_a_slow_mode_widens_the_noise_to_the_spread_it_adds() -> None:
+    rng = random.Random(3)
+    logs = [rng.gauss(0, NOISE) - (0.03 if rng.random() < 0.1 else 0.0) for _ in range(61)]
+    # The noise a run really has: its normal core and the slow mode together.
+    mean = sum(logs) / len(logs)
+    spread = math.sqrt(sum((v - mean) ** 2 for v in logs) / (len(logs) - 1))
+
+    estimate = _noise_of([725.0 * math.exp(v) for v in logs])
+
+    assert estimate > 1.15 * NOISE
+    assert 0.8 * spread < estimate < 1.25 * spread
+
+
+def test_a_clean_series_keeps_its_own_noise_and_a_far_outlier_is_set_aside() -> None:
+    rng = random.Random(4)
+    logs = [rng.gauss(0, NOISE) for _ in range(61)]
+    logs[30] -= 0.4  # one broken run, 40 noise scales off
+
+    estimate = _noise_of([725.0 * math.exp(v) for v in logs])
+
+    assert 0.8 * NOISE < estimate < 1.2 * NOISE
