@@ -175,3 +175,34 @@ def test_a_change_two_commits_after_a_dismissed_group_opens_a_new_group_that_nam
     assert new.follows == dismissed
     assert new.state == GroupState.SUSPECTED
     assert new.alerts.filter(series=throughput).exists()
+
+
+def _dismissed_then_seen_again(*, shrink: float) -> tuple[AlertGroup, list[Commit]]:
+    """A decode regression found at (STEP - 1, STEP] and dismissed (its alerts' sizes times `shrink`),
+    then detection again after the head's run is gone: the same change, now placed at (STEP - 1, STEP + 1]."""
+    suite, commits = _store(seed=7, steps=decode(16, STEP, -0.08))
+    suite_detect_history()
+    group = AlertGroup.objects.get()
+    assert (group.base_commit, group.head_commit) == (commits[STEP - 1], commits[STEP])
+    AlertGroup.objects.filter(pk=group.pk).update(state=GroupState.DISMISSED)
+    for alert in group.alerts.all():
+        Alert.objects.filter(pk=alert.pk).update(change_pct=alert.change_pct * shrink)
+    Run.objects.filter(suite=suite, commit=commits[STEP]).delete()
+    suite_detect_history()
+    return group, commits
+
+
+@pytest.mark.django_db
+def test_a_dismissed_change_seen_again_with_its_far_end_moved_opens_no_group() -> None:
+    group, _ = _dismissed_then_seen_again(shrink=1.0)
+
+    assert list(AlertGroup.objects.values_list("pk", flat=True)) == [group.pk]
+
+
+@pytest.mark.django_db
+def test_a_change_much_larger_than_the_dismissed_one_at_its_range_is_a_new_group() -> None:
+    group, commits = _dismissed_then_seen_again(shrink=0.3)
+
+    new = AlertGroup.objects.exclude(pk=group.pk).get()
+    assert (new.base_commit, new.head_commit) == (commits[STEP - 1], commits[STEP + 1])
+    assert new.follows == group

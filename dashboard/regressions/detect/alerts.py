@@ -39,6 +39,7 @@ from dashboard.regressions.detect.windows import (
     window_values,
 )
 from dashboard.regressions.models import (
+    Alert,
     AlertGroup,
     AlertKind,
     DetectionSetting,
@@ -190,6 +191,52 @@ def _dismissed_near(
     )
 
 
+# A change re-raised on a dismissed group's series is the same one when it is at most this many times the
+# dismissed alert's size; a larger one is news.
+DISMISSED_AGAIN_RATIO = 2.0
+
+
+def _dismissed_alerts(known: Sequence[_KnownGroup]) -> dict[int, dict[int, float]]:
+    """The change of every alert of the dismissed groups among `known`, by group and series: one query."""
+    closed = [group.group_id for group in known if group.closed]
+    alerts: dict[int, dict[int, float]] = {group_id: {} for group_id in closed}
+    if closed:
+        for group_id, series_id, change_pct in Alert.objects.filter(group_id__in=closed).values_list(
+            "group_id", "series_id", "change_pct"
+        ):
+            alerts[group_id][series_id] = change_pct
+    return alerts
+
+
+def _dismissed_again(
+    *,
+    known: Sequence[_KnownGroup],
+    dismissed: dict[int, dict[int, float]],
+    change: LocatedChange,
+    base: WindowCommit,
+    head: WindowCommit,
+) -> bool:
+    """Whether a change located at (base, head] is a dismissed group's change seen again: its range
+    overlaps the dismissed one and starts or ends at the same commit, and every series it moved moved in
+    the dismissed group too, the same way and not much more. Newer runs move the far end of a range that
+    holds unbenchmarked commits, and each new range used to open a new suspected group, verified again:
+    a change of noise raised six times was tested six times and, once, confirmed."""
+    for group in known:
+        if not group.closed or not group.overlaps(base=base, head=head):
+            continue
+        if group.base_commit_id != base.commit_id and group.head_commit_id != head.commit_id:
+            continue
+        seen = dismissed.get(group.group_id, {})
+        if change.changes and all(
+            (before := seen.get(int(cast(int, item.key)))) is not None
+            and before * item.change_pct > 0
+            and abs(item.change_pct) <= DISMISSED_AGAIN_RATIO * abs(before)
+            for item in change.changes
+        ):
+            return True
+    return False
+
+
 def _group_narrow(*, known: _KnownGroup, base: WindowCommit, head: WindowCommit) -> bool:
     """Give the group of `known` the narrower range (base, head], keeping its triage and notifications.
 
@@ -317,6 +364,7 @@ def _window_analyse(
         )
     ]
     located_ranges = [(commits[change.first - 1], commits[change.last]) for change in located]
+    dismissed_alerts = _dismissed_alerts(known)
     claimed: set[int] = set()
     created_count = 0
     group_ids: set[int] = set()
@@ -337,6 +385,8 @@ def _window_analyse(
                 for group in known
             ):
                 continue  # the dismissed change itself, seen again: its verdict stands
+            if _dismissed_again(known=known, dismissed=dismissed_alerts, change=change, base=base, head=head):
+                continue  # the same, with its other end placed elsewhere by newer runs
             dismissed = _dismissed_near(known=known, base=base, head=head, index_of=index_of)
             group, _ = AlertGroup.objects.get_or_create(
                 base_commit_id=base.commit_id,
