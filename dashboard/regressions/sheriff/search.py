@@ -368,7 +368,7 @@ def group_search(*, group_id: int) -> SearchStep:
             # at its parent (a change over two commits); that part is a change of its own.
             search["onset"] = "checked"
             _evidence_save(group, search)
-            onset = (group, [c for c in (group.base_commit, group.head_commit)])
+            onset = (group, [group.base_commit, group.head_commit])
         if search.get("stopped") or group.head_commit.position - group.base_commit.position <= 1:
             return SearchStep(opened=_onset_open(*onset) if onset is not None else [])
         commits = _range_commits(group)

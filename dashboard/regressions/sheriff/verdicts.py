@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from dashboard.benchmarks.models import (
@@ -148,31 +149,27 @@ def _pairs(group: AlertGroup) -> list[tuple[Suite, str]]:
     return [(suites[suite_id], hardware) for suite_id, hardware in pairs]
 
 
-def _repeats_count(*, group: AlertGroup, commit_id: int, suite: Suite, hardware_class: str) -> int:
-    """Verification runs of an end made for this group, failed ones included: a run that failed its
-    attempts is not queued again and again; the verdict is made on the repeats that succeeded."""
-    return (
-        Run.objects.filter(
-            commit_id=commit_id,
-            suite=suite,
-            hardware_class=hardware_class,
-            kind=RunKind.VERIFICATION,
-            queued_at__gte=group.created_at,
-        )
-        .exclude(status=RunStatus.CANCELLED)
-        .count()
-    )
-
-
-def _repeats_pending(*, group: AlertGroup, commit_id: int, suite: Suite, hardware_class: str) -> bool:
+def _repeats(*, group: AlertGroup, commit_id: int, suite: Suite, hardware_class: str) -> QuerySet[Run]:
+    """The verification runs of one end queued since the group was made: its own repeats."""
     return Run.objects.filter(
         commit_id=commit_id,
         suite=suite,
         hardware_class=hardware_class,
         kind=RunKind.VERIFICATION,
         queued_at__gte=group.created_at,
-        status__in=PENDING_RUN_STATUSES,
-    ).exists()
+    )
+
+
+def _repeats_count(*, group: AlertGroup, commit_id: int, suite: Suite, hardware_class: str) -> int:
+    """Verification runs of an end made for this group, failed ones included: a run that failed its
+    attempts is not queued again and again; the verdict is made on the repeats that succeeded."""
+    runs = _repeats(group=group, commit_id=commit_id, suite=suite, hardware_class=hardware_class)
+    return runs.exclude(status=RunStatus.CANCELLED).count()
+
+
+def _repeats_pending(*, group: AlertGroup, commit_id: int, suite: Suite, hardware_class: str) -> bool:
+    runs = _repeats(group=group, commit_id=commit_id, suite=suite, hardware_class=hardware_class)
+    return runs.filter(status__in=PENDING_RUN_STATUSES).exists()
 
 
 def _release_version(*, commit_id: int, suite: Suite, hardware_class: str) -> str:
