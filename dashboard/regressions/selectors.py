@@ -439,7 +439,8 @@ class PosteriorRow:
 @dataclass(frozen=True)
 class CulpritSearch:
     """Where a confirmed group's culprit search stands: its posterior over the searched range, its runs
-    against the cap, and why it stopped if it did ("found" or "cap")."""
+    against the cap, and why it stopped if it did ("found"; "found_at_cap", at 95 % once its runs were
+    spent; or "cap")."""
 
     rows: tuple[PosteriorRow, ...]
     runs_queued: int

@@ -29,7 +29,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.models import (
     PENDING_RUN_STATUSES,
     Commit,
@@ -42,10 +41,18 @@ from dashboard.benchmarks.models import (
 )
 from dashboard.benchmarks.runs import run_enqueue, run_promote
 from dashboard.benchmarks.subjects import ChangeClass
-from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store, group_refresh
+from dashboard.regressions.detect.alert_groups import group_refresh
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageEvent, TriageStatus
 from dashboard.regressions.notifications import notifications_schedule
+from dashboard.regressions.sheriff.beside import (
+    Remainder,
+    Side,
+    beside_check,
+    group_pairs,
+    second_group,
+    values_at,
+)
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
@@ -89,6 +96,10 @@ CONSISTENT_OVERLAP = 0.3
 # A suite whose own posterior gives the group's culprit less than this share of its likeliest commit
 # changed elsewhere: it leaves the group for a group of its own.
 APART_RATIO = 0.05
+# A search whose run cap is spent still names its likeliest commit when it holds this much: the 95 % the
+# design asks for, short of the 99 % (and the leave-one-run-out test) that stops a search early. A change
+# spread over two commits, whose middle runs sit between the levels, rarely passes the stricter test.
+SPENT_PROBABILITY = 0.95
 
 
 @dataclass(frozen=True)
@@ -135,20 +146,6 @@ def groups_searching(*, suite_id: int | None = None, hardware_class: str | None 
         and not (evidence or {}).get("search", {}).get("stopped")
     ]
     return [pk for _, _, pk in sorted(wanted)]
-
-
-def _pairs(group: AlertGroup) -> list[tuple[Suite, str, list[Series]]]:
-    """The suites (that install commits) and hardware classes of the group's detected alerts, with their
-    series."""
-    by_pair: dict[tuple[int, str], list[Series]] = defaultdict(list)
-    for alert in group.alerts.filter(source=Alert.Source.DETECTOR).select_related("series__suite"):
-        by_pair[(alert.series.suite_id, alert.series.hardware_class)].append(alert.series)
-    pairs = []
-    for (_, hardware_class), series in sorted(by_pair.items()):
-        suite = series[0].suite
-        if not suite.installs_releases:
-            pairs.append((suite, hardware_class, series))
-    return pairs
 
 
 def _series_sigma(group: AlertGroup, series: Sequence[Series]) -> dict[int, float]:
@@ -351,7 +348,7 @@ def group_search(*, group_id: int) -> SearchStep:
     queued: list[Run] = []
     split: list[int] = []
     remainder: tuple[AlertGroup, list[Commit], Commit, Commit, list[_PairEvidence]] | None = None
-    onset: tuple[AlertGroup, list[Commit]] | None = None
+    onset: tuple[Commit, Commit] | None = None
     with transaction.atomic():
         # The group's row lock serialises two steps of the same search.
         group = (
@@ -368,13 +365,18 @@ def group_search(*, group_id: int) -> SearchStep:
             # at its parent (a change over two commits); that part is a change of its own.
             search["onset"] = "checked"
             _evidence_save(group, search)
-            onset = (group, [group.base_commit, group.head_commit])
+            onset = (group.base_commit, group.head_commit)
         if search.get("stopped") or group.head_commit.position - group.base_commit.position <= 1:
-            return SearchStep(opened=_onset_open(*onset) if onset is not None else [])
+            if onset is None:
+                return SearchStep()
+            found, beside_runs = beside_check(
+                group_id=group.pk, sides={"before": onset[0], "after": onset[1]}
+            )
+            return SearchStep(queued=beside_runs, opened=found)
         commits = _range_commits(group)
         pairs = []
         sigma_cache: dict[str, float] = {}
-        for suite, hardware_class, series in _pairs(group):
+        for suite, hardware_class, series in group_pairs(group):
             sigma = _series_sigma(group, series)
             sigma_cache.update({str(k): v for k, v in sigma.items()})
             pairs.append(
@@ -409,10 +411,19 @@ def group_search(*, group_id: int) -> SearchStep:
             }
         )
         best = view.culprit
+        spent = search["runs_queued"] >= cap and not any(pair.searching for pair in pairs)
+        stopped = "found"
+        if best is None and spent:
+            best = _spent_culprit(probabilities=probabilities, pairs=pairs)
+            if best is not None:
+                stopped = "found_at_cap"
+                view = _View(
+                    probabilities, view.consistent, view.guides, best, probabilities, list(pairs), []
+                )
         if best is not None:
             parent, culprit = commits[best], commits[best + 1]
             search["culprit"] = culprit.sha
-            search["stopped"] = "found"
+            search["stopped"] = stopped
             search["posterior"] = _posterior_rows(commits, view.of_culprit, pairs)
             _evidence_save(group, search)
             # Suites whose own runs put their change at another commit go their own way first, while the
@@ -446,7 +457,7 @@ def group_search(*, group_id: int) -> SearchStep:
                                 found=False,
                             )
                         )
-        elif search["runs_queued"] >= cap and not any(pair.searching for pair in pairs):
+        elif spent:
             # Spent, and the last of its runs is in.
             top = int(np.argmax(probabilities))
             search["stopped"] = "cap"
@@ -473,7 +484,10 @@ def group_search(*, group_id: int) -> SearchStep:
                     pair.pending[index] = pair.pending.get(index, 0) + 1
             search["posterior"] = _posterior_rows(commits, probabilities, pairs)
             _evidence_save(group, search)
-    opened = _remainder_open(*remainder) if remainder is not None else []
+    opened: list[int] = []
+    if remainder is not None:
+        opened, beside_runs = _remainder_open(*remainder)
+        queued.extend(beside_runs)
     if split:
         # A change of its own, at its own commit: told as any confirmed change is.
         notifications_schedule(group_ids=split)
@@ -483,6 +497,19 @@ def group_search(*, group_id: int) -> SearchStep:
     if queued:
         logger.info("group %s: search queued runs %s", group_id, [run.pk for run in queued])
     return SearchStep(queued=queued, opened=opened, split=split)
+
+
+def _spent_culprit(*, probabilities: np.ndarray, pairs: Sequence[_PairEvidence]) -> int | None:
+    """Once the run cap is spent: the likeliest commit's parent index when it holds `SPENT_PROBABILITY`
+    and both commits at its boundary were run; else None (the search stops with the range)."""
+    best = int(np.argmax(probabilities))
+    if probabilities[best] < SPENT_PROBABILITY:
+        return None
+    length = len(probabilities)
+    for index in (best, best + 1):
+        if 0 < index < length and not any(pair.runs.get(index, 0) for pair in pairs):
+            return None
+    return best
 
 
 def _evidence_save(group: AlertGroup, search: dict[str, Any]) -> None:
@@ -653,34 +680,14 @@ def _split_off(
 # A culprit must explain its group
 
 
-def _values_at(*, series_id: int, position: int, repository_id: int) -> list[float]:
-    return list(
-        Measurement.objects.filter(
-            series_id=series_id,
-            run__status=RunStatus.SUCCEEDED,
-            commit__repository_id=repository_id,
-            commit__position=position,
-        ).values_list("value", flat=True)
-    )
-
-
 def _benchmarked(*, pair: _PairEvidence, low: int, high: int) -> list[int]:
     """Range indexes in [low, high] with finished runs of this pair."""
     return [index for index in sorted(pair.runs) if low <= index <= high]
 
 
-@dataclass(frozen=True)
-class _Remainder:
-    series: Series
-    before: list[float]
-    after: list[float]
-    change_pct: float
-    p_value: float
-
-
 def _remainders(
     *, pair: _PairEvidence, base_position: int, low: int, high: int, repository_id: int
-) -> list[_Remainder]:
+) -> list[Remainder]:
     """The series of `pair` whose runs at range indexes `low` and `high` differ beyond noise and the
     metric's minimum change: a change between them that the culprit does not explain."""
     if low >= high:
@@ -689,8 +696,8 @@ def _remainders(
     alpha = REMAINDER_ALPHA / max(len(pair.series), 1)
     found = []
     for series in pair.series:
-        before = _values_at(series_id=series.pk, position=base_position + low, repository_id=repository_id)
-        after = _values_at(series_id=series.pk, position=base_position + high, repository_id=repository_id)
+        before = values_at(series_id=series.pk, position=base_position + low, repository_id=repository_id)
+        after = values_at(series_id=series.pk, position=base_position + high, repository_id=repository_id)
         if not before or not after or min(before + after) <= 0:
             continue
         assert pair.projection is not None
@@ -705,7 +712,7 @@ def _remainders(
             alpha=alpha,
         )
         if holds:
-            found.append(_Remainder(series, before, after, change, p_value))
+            found.append(Remainder(series, before, after, change, p_value))
     return found
 
 
@@ -715,14 +722,16 @@ def _remainder_open(
     parent: Commit,
     culprit: Commit,
     pairs: Sequence[_PairEvidence],
-) -> list[int]:
+) -> tuple[list[int], list[Run]]:
     """Test whether the found culprit explains the group's whole change (`commits` is the searched range);
-    open what it leaves as a second, suspected group of the sub-range that holds it. Returns new groups."""
+    open what it leaves as a second, suspected group of the sub-range that holds it, and start the tests
+    of the culprit's sides (`beside`). Returns (new groups, runs queued)."""
     base_position = commits[0].position or 0
     parent_index = (parent.position or 0) - base_position
     culprit_index = (culprit.position or 0) - base_position
     head_index = len(commits) - 1
     opened = []
+    left_found = False
     for pair in pairs:
         # Left: base against the last benchmarked commit before the culprit; right: the culprit (or the
         # first benchmarked commit after it) against the head.
@@ -742,137 +751,16 @@ def _remainder_open(
                 repository_id=culprit.repository_id,
             )
             if found:
-                second = _second_group(group=group, base=commits[low], head=commits[high], found=found)
+                left_found = left_found or low == 0
+                second = second_group(group=group, base=commits[low], head=commits[high], found=found)
                 if second is not None:
                     opened.append(second)
-    if parent_index == 0:
-        # Nothing of the range lies before the culprit: whether the change began before it is told by
-        # the commits before the range.
-        opened.extend(_onset_open(group, [parent, culprit]))
-    return opened
-
-
-# ONSET_ALPHA, one-sided and shared among a pair's series: how clearly the parent must already show part
-# of the change. Looser than a remainder's: the parent has the group's verification repeats, and what
-# it opens is verified on fresh runs before anyone is told.
-ONSET_ALPHA = 0.005
-
-
-def _onset_open(group: AlertGroup, commits: Sequence[Commit]) -> list[int]:
-    """A culprit's parent already part of the way to the new level: the change began before it (a change
-    over two or three commits, or a second one just before). Compares the parent's runs, its
-    verification repeats among them, with the benchmarked commits before it on each of the group's
-    series in its alert's direction, and opens what holds as a suspected group (the last of those
-    commits, parent]. Returns the groups opened."""
-    parent, culprit = commits[0], commits[-1]
-    position = parent.position
-    if position is None:
-        return []
-    directions = dict(
-        group.alerts.filter(source=Alert.Source.DETECTOR).values_list("series_id", "change_pct")
-    )
-    opened: list[int] = []
-    for suite, hardware_class, series in _pairs(group):
-        older: list[int] = [
-            at
-            for at in Run.objects.filter(
-                suite=suite,
-                hardware_class=hardware_class,
-                status=RunStatus.SUCCEEDED,
-                commit__repository_id=parent.repository_id,
-                commit__position__lt=position,
-                commit__position__gte=position - SIDE_WINDOW,
-            )
-            .order_by("-commit__position")
-            .values_list("commit__position", flat=True)
-            .distinct()[:SIDE_COMMITS]
-            if at is not None
-        ]
-        if not older:
-            continue
-        rows = thresholds_for_suite(suite.pk)
-        alpha = ONSET_ALPHA / max(len(series), 1)
-        found = []
-        for item in series:
-            before = [
-                value
-                for at in older
-                for value in _values_at(series_id=item.pk, position=at, repository_id=parent.repository_id)
-            ]
-            after = _values_at(series_id=item.pk, position=position, repository_id=parent.repository_id)
-            direction = 1 if directions.get(item.pk, 0.0) > 0 else -1
-            if len(after) < 2 or not before or min(before + after) <= 0:
-                continue
-            threshold = threshold_resolve(metric=item.metric, suite_id=suite.pk, rows=rows)
-            change, _, _, p_value, holds, _, _, _ = change_verdict(
-                base_values=before,
-                head_values=after,
-                series_sigma_log=series_noise_log(series=item, commit_id=culprit.pk),
-                direction=direction,
-                min_relative_change=threshold.min_relative_change,
-                alpha=alpha,
-            )
-            if holds and change * direction > 0:
-                found.append(_Remainder(item, before, after, change, p_value))
-        if not found:
-            continue
-        start = Commit.objects.filter(repository_id=parent.repository_id, position=older[0]).first()
-        if start is None:
-            continue
-        second = _second_group(
-            group=group,
-            base=start,
-            head=parent,
-            found=found,
-            reason=f"where group #{group.pk}'s change began: its culprit's parent had already moved",
-        )
-        if second is not None:
-            opened.append(second)
-    return opened
-
-
-def _second_group(
-    *, group: AlertGroup, base: Commit, head: Commit, found: Sequence[_Remainder], reason: str = ""
-) -> int | None:
-    second, created = AlertGroup.objects.get_or_create(
-        base_commit=base,
-        head_commit=head,
-        defaults={
-            "kind": GroupKind.REGRESSION,
-            "range_reason": reason
-            or f"the rest of group #{group.pk}'s change, which its culprit does not explain",
-        },
-    )
-    if created:
-        alerts_store(
-            group_id=second.pk,
-            alerts=[
-                (
-                    remainder.series,
-                    AlertValues(
-                        kind=change_kind(metric=remainder.series.metric, change_pct=remainder.change_pct),
-                        before=statistics.median(remainder.before),
-                        after=statistics.median(remainder.after),
-                        change_pct=remainder.change_pct,
-                        p_value=remainder.p_value,
-                    ),
-                )
-                for remainder in found
-            ],
-        )
-    TriageEvent.objects.create(
-        group=group,
-        field="search",
-        new_value=(
-            f"the culprit leaves a change in {base.short_sha}..{head.short_sha}: "
-            f"{'opened' if created else 'already'} group #{second.pk}"
-        ),
-    )
-    if not created:
-        return None
-    TriageEvent.objects.create(
-        group=second,
-        field="state",
-        new_value=f"suspected: what the culprit of group #{group.pk} leaves unexplained",
-    )
-    return second.pk
+    # Whether the change began at the parent already, and (when the culprit is the range's head) whether
+    # it went on after the culprit: each side against the benchmarked commits beyond it (`beside`).
+    # A change already found between the base and the parent makes the commits before the parent a mix
+    # of two levels: the side before is then that change's own to test.
+    anchors: dict[Side, Commit] = {} if left_found else {"before": parent}
+    if culprit_index == head_index:
+        anchors["after"] = culprit
+    more, queued = beside_check(group_id=group.pk, sides=anchors)
+    return opened + more, queued

@@ -23,6 +23,7 @@ from dashboard.regressions.detect.alerts import (
 )
 from dashboard.regressions.models import Alert, AlertGroup, GroupState
 from dashboard.regressions.notifications import notifications_schedule
+from dashboard.regressions.sheriff.beside import beside_check, groups_beside_waiting
 from dashboard.regressions.sheriff.recheck import outliers_recheck
 from dashboard.regressions.sheriff.search import group_search, groups_searching
 from dashboard.regressions.sheriff.verdicts import group_judge, group_verify, groups_verify
@@ -87,12 +88,17 @@ def groups_search(*, suite_id: int | None = None, hardware_class: str | None = N
 
 def groups_verify_pending() -> list[Run]:
     """Safety net: queue what suspected groups still lack (a budget that refilled, a failed repeat), judge
-    those whose repeats are all in (a lost message), and take the next step of every open search."""
+    those whose repeats are all in (a lost message), take the next step of every open search, and go on
+    with the tests of found culprits' sides that were waiting for runs."""
     queued: list[Run] = []
     for group_id in AlertGroup.objects.filter(state=GroupState.SUSPECTED).values_list("pk", flat=True):
         queued.extend(group_verify(group_id=group_id))
         group_judge(group_id=group_id)
     queued.extend(groups_search())
+    for group_id in groups_beside_waiting():
+        opened, runs = beside_check(group_id=group_id)
+        queued.extend(runs)
+        queued.extend(groups_verify(group_ids=opened))
     return queued
 
 

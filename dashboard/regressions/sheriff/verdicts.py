@@ -39,8 +39,10 @@ from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEv
 from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
+    NOISE_FLOOR_LOG,
     change_verdict,
     fresh_values,
+    log_values,
     series_noise_log,
 )
 from dashboard.regressions.sheriff.search import group_search
@@ -53,6 +55,9 @@ CONFIRM_ALPHA = 0.01
 HOPELESS_P = 0.5
 # Rounds of repeats before a group that still cannot be told from noise is dismissed.
 MAX_ROUNDS = 3
+# Two repeats of one end further apart than this many times their expected spread (noise x sqrt 2):
+# one of them is likely a slow run, and the end gets one more repeat before the verdict.
+SPLIT_SIGMAS = 3.0
 
 
 # The test
@@ -245,6 +250,51 @@ def groups_verify(*, group_ids: Iterable[int]) -> list[Run]:
     return queued
 
 
+def _split_ends_repeat(*, group: AlertGroup, alerts: Sequence[Alert], wanted: int) -> list[Run]:
+    """One more repeat at each end whose repeats disagree beyond noise on one of the alerts' series: one
+    of two runs was a slow one (a node's slow mode moves every metric a few percent), and two runs cannot
+    say which; a third one lets the verdict set it aside. Once per round and end. Returns the runs."""
+    queued: list[Run] = []
+    seen: set[tuple[int, int, str]] = set()
+    noises: dict[int, float] = {}
+    for alert in alerts:
+        series = alert.series
+        for commit_id in (group.base_commit_id, group.head_commit_id):
+            key = (commit_id, series.suite_id, series.hardware_class)
+            if key in seen:
+                continue
+            logs = log_values(fresh_values(series_id=series.pk, commit_id=commit_id, since=group.created_at))
+            if len(logs) < 2:
+                continue
+            if series.pk not in noises:
+                noises[series.pk] = series_noise_log(series=series, commit_id=group.head_commit_id)
+            noise = max(noises[series.pk], NOISE_FLOOR_LOG)
+            if max(logs) - min(logs) <= SPLIT_SIGMAS * noise * math.sqrt(2):
+                continue
+            suite = series.suite
+            if _repeats_count(group=group, commit_id=commit_id, suite=suite, hardware_class=key[2]) > wanted:
+                continue  # this round's extra repeat is in: the verdict weighs what there is
+            seen.add(key)
+            queued.append(
+                run_enqueue(
+                    commit=group.head_commit if commit_id == group.head_commit_id else group.base_commit,
+                    suite=suite,
+                    hardware_class=key[2],
+                    version=(
+                        _release_version(commit_id=commit_id, suite=suite, hardware_class=key[2])
+                        if suite.installs_releases
+                        else ""
+                    ),
+                    forced=True,
+                    kind=RunKind.VERIFICATION,
+                    spare_time=not suite_budget_use(suite=suite).allows_another,
+                )
+            )
+    if queued:
+        logger.info("group %s: repeats disagree, one more each %s", group.pk, [run.pk for run in queued])
+    return queued
+
+
 def _state_set(*, group: AlertGroup, state: str, evidence: dict[str, object], reason: str) -> bool:
     updated = AlertGroup.objects.filter(pk=group.pk, state=GroupState.SUSPECTED).update(
         state=state, state_changed_at=timezone.now(), evidence=evidence, updated_at=timezone.now()
@@ -301,6 +351,8 @@ def _judge(*, group_id: int) -> tuple[str, str]:
         alerts = list(
             group.alerts.filter(source=Alert.Source.DETECTOR).select_related("series__suite").order_by("pk")
         )
+        if _split_ends_repeat(group=group, alerts=alerts, wanted=wanted):
+            return group.state, ""  # one more repeat where two disagreed
         verdicts = _alert_verdicts(group=group, alerts=alerts)
         rounds = int(group.evidence.get("rounds", 1))
         evidence: dict[str, object] = {"rounds": rounds, "alerts": [asdict(verdict) for verdict in verdicts]}
