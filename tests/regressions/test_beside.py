@@ -1,19 +1,25 @@
 """The commits on either side of a found culprit (`sheriff.beside`): a second change right after it opens a
 group of its own, a side whose commits are not run yet waits for them, a close call gets more runs before
-it is decided, and a search whose runs are spent still names a commit that holds 95 %."""
+it is decided, a change before it on a series the group does not hold is found too, a search whose runs
+are spent still names a commit that holds 95 %, and a culprit found where a dismissed group sits confirms
+that group."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
-from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus
-from dashboard.regressions.models import AlertGroup, GroupState
+from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus, Series
+from dashboard.regressions.models import AlertGroup, GroupState, TriageStatus
 from dashboard.regressions.sheriff.search import group_search
 from dashboard.regressions.sheriff.settle import groups_verify_pending
 from tests.conftest import DispatchLog
-from tests.factories import run_with_values
+from tests.factories import SeriesFactory, run_with_values
 from tests.regressions.test_alerts import THROUGHPUT
-from tests.regressions.test_search import LEVEL, World, _repeats, _step
+from tests.regressions.test_search import BASE, HEAD, LEVEL, World, _repeats, _step
+
+TTFT = "ttft_ms_mean"
 
 pytestmark = pytest.mark.django_db
 
@@ -169,3 +175,81 @@ def test_a_search_with_no_run_left_keeps_its_range_below_95_percent(settings) ->
     assert world.range_of(group) == (29, 37)
     group.refresh_from_db()
     assert group.evidence["search"]["stopped"] == "cap"
+
+
+def test_a_change_just_before_a_culprit_on_a_series_the_group_does_not_hold_opens_a_group() -> None:
+    # The group is a throughput drop at 34; its parent 33 had already made TTFT 8 % slower, which
+    # detection folded into the same window. The side before is tested on the suite's other series too.
+    world = World(level=_step(34, factor=0.93), benchmarked=lambda i: True, seed=26)
+    _repeats(world, 33, 2)
+    _repeats(world, 34, 2)
+    ttft = cast(
+        Series,
+        SeriesFactory(
+            suite=world.suite, hardware_class=world.suite.hardware_class, concurrency=16, metric=TTFT
+        ),
+    )
+    for run in Run.objects.filter(suite=world.suite):
+        index = world.commits.index(run.commit)
+        level = 500.0 * (1.08 if index >= 33 else 1.0)
+        Measurement.objects.create(
+            run=run, series=ttft, commit=run.commit, value=level * (1 + world.rng.gauss(0, 0.01))
+        )
+    group = world.confirmed(base=33, head=34)
+
+    step = group_search(group_id=group.pk)
+
+    before = AlertGroup.objects.get(pk__in=step.opened)
+    assert world.range_of(before) == (32, 33)
+    assert list(before.alerts.values_list("series_id", flat=True)) == [ttft.pk]
+    assert before.alerts.get().change_pct > 0
+
+
+def test_a_culprit_found_where_a_dismissed_group_sits_confirms_that_group() -> None:
+    # Detection once raised (32, 33] on its own and its few repeats dismissed it; the search of the
+    # wider confirmed range finds its culprit there. The range is one group's, now confirmed.
+    world = World(level=_step(33, factor=0.94), benchmarked=lambda i: not BASE < i < HEAD, seed=27)
+    dismissed = world.suspected(base=32, head=33, change_pct=-6.0)
+    AlertGroup.objects.filter(pk=dismissed.pk).update(state=GroupState.DISMISSED)
+    group = world.confirmed()
+
+    world.search(group)
+
+    dismissed.refresh_from_db()
+    group.refresh_from_db()
+    assert dismissed.state == GroupState.CONFIRMED
+    assert dismissed.evidence["search"]["culprit"] == world.commits[33].sha
+    assert group.status == TriageStatus.MERGED
+    assert group.evidence["merged_into"] == dismissed.pk
+    assert dismissed.events.filter(field="state", new_value__contains=f"group #{group.pk}").exists()
+
+
+def test_a_second_change_three_commits_after_a_culprit_is_told_by_the_farthest_commits() -> None:
+    # -7 % at 34, and a smaller -2.5 % at 37: pooled, the four commits after 34 sit half way; the two
+    # farthest show it.
+    def level(index: int) -> float:
+        return LEVEL * (0.93 if index >= 34 else 1.0) * (0.975 if index >= 37 else 1.0)
+
+    world = World(level=level, benchmarked=lambda i: True, seed=28)
+    group = _confirmed_at_34(world)
+
+    step = group_search(group_id=group.pk)
+
+    after = AlertGroup.objects.get(pk__in=step.opened)
+    assert world.range_of(after) == (34, 38)
+
+
+def test_a_search_next_to_another_change_takes_its_side_level_from_this_side_of_it() -> None:
+    # +6 % at 32 (its own confirmed group), then -6 % at 35 inside the confirmed range (32, 37]: the
+    # commits before 32 measure a third level and are not this range's old side.
+    def level(index: int) -> float:
+        return LEVEL * (1.06 if index >= 32 else 1.0) * (0.94 if index >= 35 else 1.0)
+
+    world = World(level=level, benchmarked=lambda i: not 32 < i < HEAD, seed=29)
+    _repeats(world, 32, 2)
+    world.confirmed(base=31, head=32)
+    group = world.confirmed(base=32, head=HEAD)
+
+    world.search(group)
+
+    assert world.range_of(group) == (34, 35)

@@ -4,8 +4,9 @@ A culprit's parent may already be part of the way to the new level (a change ove
 second change just before it), and the commits after the culprit may have moved on further the same way
 (a second change a commit or two later, which detection folded into the first because one run per commit
 could not tell them apart). Each side is tested on the runs stored there: the *anchor* (the parent, or
-the culprit itself) against the benchmarked commits beyond it, in the direction of the group's alerts.
-What holds opens a suspected group of its own, verified on fresh runs like any other.
+the culprit itself) against the benchmarked commits beyond it, on every series of the group's suites:
+the group's own in their alerts' direction, the others (a second change may move what the first did not)
+either way. What holds opens a suspected group of its own, verified on fresh runs like any other.
 
 A side that cannot tell yet waits instead of giving up: an anchor with a single run, or a test that
 comes close, gets `EXTRA_RUNS` more runs and is tested once more when they are in; the side after a
@@ -55,7 +56,8 @@ SIDE_WINDOW = 80
 # change. The anchor's runs include the group's verification repeats, and what it opens is verified
 # on fresh runs before anyone is told.
 BESIDE_ALPHA = 0.005
-# A side whose best series comes this close (one-sided, uncorrected) gets more runs and a second test.
+# A side whose best series comes this close (shared among the series as `BESIDE_ALPHA` is) gets more runs
+# and a second test.
 PROMISING_P = 0.05
 EXTRA_RUNS = 2
 # How long the side after a culprit waits for later commits to be run before it is left untested.
@@ -169,8 +171,60 @@ def _pair_test(
         for at in runs.order_by(order).values_list("commit__position", flat=True).distinct()[:SIDE_COMMITS]
         if at is not None
     ]
+    if len(beyond) <= 2:
+        return _subset_test(
+            suite=suite,
+            series=series,
+            anchor=anchor,
+            side=side,
+            directions=directions,
+            beyond=beyond,
+            alpha=BESIDE_ALPHA,
+        )
+    # All of them (a second change right at the anchor), and the two farthest (one a commit or two
+    # away, which leaves the nearest ones on the anchor's level), each at half the level.
+    pooled = _subset_test(
+        suite=suite,
+        series=series,
+        anchor=anchor,
+        side=side,
+        directions=directions,
+        beyond=beyond,
+        alpha=BESIDE_ALPHA / 2,
+    )
+    if pooled.found:
+        return pooled
+    farthest = _subset_test(
+        suite=suite,
+        series=series,
+        anchor=anchor,
+        side=side,
+        directions=directions,
+        beyond=beyond[-2:],
+        alpha=BESIDE_ALPHA / 2,
+    )
+    return farthest if farthest.found else pooled
+
+
+def _subset_test(
+    *,
+    suite: Suite,
+    series: Sequence[Series],
+    anchor: Commit,
+    side: Side,
+    directions: dict[int, float],
+    beyond: list[int],
+    alpha: float,
+) -> _Test:
+    position = anchor.position
+    assert position is not None
     rows = thresholds_for_suite(suite.pk)
-    alpha = BESIDE_ALPHA / max(len(series), 1)
+    # The group's series are tested in their alerts' direction; the suite's others (a second change may
+    # move what the first did not) either way, hence half as strictly again.
+    alerted = [item for item in series if item.pk in directions]
+    others = [item for item in series if item.pk not in directions]
+    share = {item.pk: 1.0 / max(len(alerted), 1) for item in alerted}
+    share.update({item.pk: 0.5 / max(len(others), 1) for item in others})
     found: list[Remainder] = []
     promising = False
     anchor_runs = beyond_runs = 0
@@ -185,7 +239,10 @@ def _pair_test(
         if not here or not there or min(here + there) <= 0:
             continue
         before, after = (there, here) if side == "before" else (here, there)
-        direction = 1 if directions.get(item.pk, 0.0) > 0 else -1
+        if item.pk in directions:
+            direction = 1 if directions[item.pk] > 0 else -1
+        else:
+            direction = 1 if statistics.median(after) >= statistics.median(before) else -1
         threshold = threshold_resolve(metric=item.metric, suite_id=suite.pk, rows=rows)
         change, _, _, p_value, holds, _, _, _ = change_verdict(
             base_values=before,
@@ -193,14 +250,14 @@ def _pair_test(
             series_sigma_log=series_noise_log(series=item, commit_id=anchor.pk),
             direction=direction,
             min_relative_change=threshold.min_relative_change,
-            alpha=alpha,
+            alpha=alpha * share[item.pk],
         )
         if change * direction <= 0:
             continue
         # One run alone never opens a group: a slow run looks like a regression.
         if holds and len(here) >= 2 and len(there) >= 2:
             found.append(Remainder(item, before, after, change, p_value))
-        elif p_value < PROMISING_P:
+        elif p_value < PROMISING_P * share[item.pk]:
             promising = True
     return _Test(found, beyond, promising, anchor_runs, beyond_runs)
 
@@ -242,11 +299,11 @@ def _side_check(
     opened: list[int] = []
     queued: list[Run] = []
     waiting = False
-    for suite, hardware_class, series in group_pairs(group):
+    for suite, hardware_class, _ in group_pairs(group):
         test = _pair_test(
             suite=suite,
             hardware_class=hardware_class,
-            series=series,
+            series=list(Series.objects.filter(suite=suite, hardware_class=hardware_class).order_by("pk")),
             anchor=anchor,
             side=side,
             directions=directions,

@@ -189,9 +189,12 @@ def _pair_evidence(
         if value > 0 and position is not None:
             logs_by_run[run_id][series_id] = math.log(value)
             position_of[run_id] = position
+    # A side's level stops at the next change of the same suite: a run beyond another group's range
+    # measures a third level (close changes are the ones this matters for).
+    low, high = _side_limits(group=group, suite=suite, hardware_class=hardware_class, base=base, head=head)
     positions = sorted(set(position_of.values()))
-    before = [p for p in positions if p <= base][-SIDE_COMMITS:]
-    after = [p for p in positions if p >= head][:SIDE_COMMITS]
+    before = [p for p in positions if low <= p <= base][-SIDE_COMMITS:]
+    after = [p for p in positions if head <= p <= high][:SIDE_COMMITS]
     old_side = [[logs for run_id, logs in logs_by_run.items() if position_of[run_id] == p] for p in before]
     new_side = [[logs for run_id, logs in logs_by_run.items() if position_of[run_id] == p] for p in after]
     evidence.projection = projection_fit(old_side=old_side, new_side=new_side, sigma=sigma)
@@ -216,6 +219,33 @@ def _pair_evidence(
         if kind == RunKind.BISECTION:
             evidence.searching[index] = evidence.searching.get(index, 0) + 1
     return evidence
+
+
+def _side_limits(
+    *, group: AlertGroup, suite: Suite, hardware_class: str, base: int, head: int
+) -> tuple[int, int]:
+    """The positions the sides' runs may come from: after the head of the nearest other change of the
+    suite before the base (confirmed, or suspected), and up to the base of the nearest one after the
+    head."""
+    others = (
+        AlertGroup.objects.filter(
+            state__in=(GroupState.CONFIRMED, GroupState.SUSPECTED),
+            pk__in=Alert.objects.filter(series__suite=suite, series__hardware_class=hardware_class).values(
+                "group_id"
+            ),
+        )
+        .exclude(pk=group.pk)
+        .exclude(status=TriageStatus.MERGED)
+    )
+    earlier = others.filter(
+        head_commit__position__lte=base, head_commit__position__gte=base - SIDE_WINDOW
+    ).values_list("head_commit__position", flat=True)
+    later = others.filter(
+        base_commit__position__gte=head, base_commit__position__lte=head + SIDE_WINDOW
+    ).values_list("base_commit__position", flat=True)
+    low = max((p for p in earlier if p is not None), default=base - SIDE_WINDOW)
+    high = min((p for p in later if p is not None), default=head + SIDE_WINDOW)
+    return low, high
 
 
 def _range_commits(group: AlertGroup) -> list[Commit]:
@@ -550,8 +580,9 @@ def _search_run(
 def _narrow_to_culprit(*, group: AlertGroup, parent: Commit, culprit: Commit, probability: float) -> bool:
     """Give the group the range (parent, culprit]. When another confirmed group already holds it, both
     name one change at one commit: this group's alerts join that one, and this group says where they
-    went (marked merged). A holder that is not confirmed keeps its range, and this group records the
-    culprit."""
+    went (marked merged). A holder dismissed or still suspected (and not closed by a person) is
+    confirmed by this search first, then takes this group's alerts the same way; one a person closed
+    keeps its range, and this group records the culprit."""
     old = f"{group.base_commit.short_sha}..{group.head_commit.short_sha}"
     try:
         with transaction.atomic():
@@ -561,6 +592,27 @@ def _narrow_to_culprit(*, group: AlertGroup, parent: Commit, culprit: Commit, pr
     except IntegrityError:
         holder = AlertGroup.objects.filter(base_commit=parent, head_commit=culprit).first()
         assert holder is not None
+        if holder.state != GroupState.CONFIRMED and holder.status in SEARCHED_STATUSES:
+            # A group dismissed (or still suspected) at the culprit's range, on its own few repeats:
+            # this search's runs say the change is there, so that group takes this one's verdict.
+            now = timezone.now()
+            AlertGroup.objects.filter(pk=holder.pk).update(
+                state=GroupState.CONFIRMED,
+                state_changed_at=now,
+                kind=group.kind,
+                evidence={**group.evidence, "confirmed_by": group.pk, "own_verdict": holder.evidence},
+                updated_at=now,
+            )
+            TriageEvent.objects.create(
+                group=holder,
+                field="state",
+                old_value=holder.state,
+                new_value=(
+                    f"confirmed: group #{group.pk}'s culprit search found its change at this commit "
+                    f"({probability:.0%})"
+                ),
+            )
+            holder.state = GroupState.CONFIRMED
         if holder.state == GroupState.CONFIRMED:
             series_ids = list(group.alerts.values_list("series_id", flat=True))
             _alerts_move(source=group, target=holder, series_ids=None)
@@ -731,7 +783,7 @@ def _remainder_open(
     culprit_index = (culprit.position or 0) - base_position
     head_index = len(commits) - 1
     opened = []
-    left_found = False
+    left_found = right_found = False
     for pair in pairs:
         # Left: base against the last benchmarked commit before the culprit; right: the culprit (or the
         # first benchmarked commit after it) against the head.
@@ -752,15 +804,16 @@ def _remainder_open(
             )
             if found:
                 left_found = left_found or low == 0
+                right_found = right_found or high == head_index
                 second = second_group(group=group, base=commits[low], head=commits[high], found=found)
                 if second is not None:
                     opened.append(second)
-    # Whether the change began at the parent already, and (when the culprit is the range's head) whether
-    # it went on after the culprit: each side against the benchmarked commits beyond it (`beside`).
-    # A change already found between the base and the parent makes the commits before the parent a mix
-    # of two levels: the side before is then that change's own to test.
+    # Whether the change began at the parent already, and whether it went on after the culprit: each side
+    # against the benchmarked commits beyond it (`beside`), which may lie outside the range.
+    # A change already found between the base and the parent (or the culprit and the head) makes the
+    # commits on that side a mix of two levels: that side is then the new group's to test.
     anchors: dict[Side, Commit] = {} if left_found else {"before": parent}
-    if culprit_index == head_index:
+    if not right_found:
         anchors["after"] = culprit
     more, queued = beside_check(group_id=group.pk, sides=anchors)
     return opened + more, queued
