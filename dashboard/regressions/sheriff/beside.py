@@ -171,38 +171,26 @@ def _pair_test(
         for at in runs.order_by(order).values_list("commit__position", flat=True).distinct()[:SIDE_COMMITS]
         if at is not None
     ]
-    if len(beyond) <= 2:
+
+    def test(subset: list[int], alpha: float) -> _Test:
         return _subset_test(
             suite=suite,
             series=series,
             anchor=anchor,
             side=side,
             directions=directions,
-            beyond=beyond,
-            alpha=BESIDE_ALPHA,
+            beyond=subset,
+            alpha=alpha,
         )
+
+    if len(beyond) <= 2:
+        return test(beyond, BESIDE_ALPHA)
     # All of them (a second change right at the anchor), and the two farthest (one a commit or two
     # away, which leaves the nearest ones on the anchor's level), each at half the level.
-    pooled = _subset_test(
-        suite=suite,
-        series=series,
-        anchor=anchor,
-        side=side,
-        directions=directions,
-        beyond=beyond,
-        alpha=BESIDE_ALPHA / 2,
-    )
+    pooled = test(beyond, BESIDE_ALPHA / 2)
     if pooled.found:
         return pooled
-    farthest = _subset_test(
-        suite=suite,
-        series=series,
-        anchor=anchor,
-        side=side,
-        directions=directions,
-        beyond=beyond[-2:],
-        alpha=BESIDE_ALPHA / 2,
-    )
+    farthest = test(beyond[-2:], BESIDE_ALPHA / 2)
     return farthest if farthest.found else pooled
 
 
