@@ -1,25 +1,20 @@
 """The commits on either side of a found culprit (`sheriff.beside`): a second change right after it opens a
 group of its own, a side whose commits are not run yet waits for them, a close call gets more runs before
-it is decided, a change before it on a series the group does not hold is found too, a search whose runs
-are spent still names a commit that holds 95 %, and a culprit found where a dismissed group sits confirms
-that group."""
+it is decided, a search whose runs are spent still names a commit that holds 95 %, and a culprit found
+where a dismissed group sits confirms that group."""
 
 from __future__ import annotations
 
-from typing import cast
-
 import pytest
 
-from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus, Series
+from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus
 from dashboard.regressions.models import AlertGroup, GroupState, TriageStatus
 from dashboard.regressions.sheriff.search import group_search
 from dashboard.regressions.sheriff.settle import groups_verify_pending
 from tests.conftest import DispatchLog
-from tests.factories import SeriesFactory, run_with_values
+from tests.factories import run_with_values
 from tests.regressions.test_alerts import THROUGHPUT
 from tests.regressions.test_search import BASE, HEAD, LEVEL, World, _repeats, _step
-
-TTFT = "ttft_ms_mean"
 
 pytestmark = pytest.mark.django_db
 
@@ -175,34 +170,6 @@ def test_a_search_with_no_run_left_keeps_its_range_below_95_percent(settings) ->
     assert world.range_of(group) == (29, 37)
     group.refresh_from_db()
     assert group.evidence["search"]["stopped"] == "cap"
-
-
-def test_a_change_just_before_a_culprit_on_a_series_the_group_does_not_hold_opens_a_group() -> None:
-    # The group is a throughput drop at 34; its parent 33 had already made TTFT 8 % slower, which
-    # detection folded into the same window. The side before is tested on the suite's other series too.
-    world = World(level=_step(34, factor=0.93), benchmarked=lambda i: True, seed=26)
-    _repeats(world, 33, 2)
-    _repeats(world, 34, 2)
-    ttft = cast(
-        Series,
-        SeriesFactory(
-            suite=world.suite, hardware_class=world.suite.hardware_class, concurrency=16, metric=TTFT
-        ),
-    )
-    for run in Run.objects.filter(suite=world.suite):
-        index = world.commits.index(run.commit)
-        level = 500.0 * (1.08 if index >= 33 else 1.0)
-        Measurement.objects.create(
-            run=run, series=ttft, commit=run.commit, value=level * (1 + world.rng.gauss(0, 0.01))
-        )
-    group = world.confirmed(base=33, head=34)
-
-    step = group_search(group_id=group.pk)
-
-    before = AlertGroup.objects.get(pk__in=step.opened)
-    assert world.range_of(before) == (32, 33)
-    assert list(before.alerts.values_list("series_id", flat=True)) == [ttft.pk]
-    assert before.alerts.get().change_pct > 0
 
 
 def test_a_culprit_found_where_a_dismissed_group_sits_confirms_that_group() -> None:

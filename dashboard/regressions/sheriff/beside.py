@@ -4,9 +4,10 @@ A culprit's parent may already be part of the way to the new level (a change ove
 second change just before it), and the commits after the culprit may have moved on further the same way
 (a second change a commit or two later, which detection folded into the first because one run per commit
 could not tell them apart). Each side is tested on the runs stored there: the *anchor* (the parent, or
-the culprit itself) against the benchmarked commits beyond it, on every series of the group's suites:
-the group's own in their alerts' direction, the others (a second change may move what the first did not)
-either way. What holds opens a suspected group of its own, verified on fresh runs like any other.
+the culprit itself) against the benchmarked commits beyond it, on the group's series in their alerts'
+direction. What holds opens a suspected group of its own, verified on fresh runs like any other. (Testing
+the suites' other series too, either way, opened a dismissed group beside nearly every culprit of the
+demo: too many tests on runs the search had picked.)
 
 A side that cannot tell yet waits instead of giving up: an anchor with a single run, or a test that
 comes close, gets `EXTRA_RUNS` more runs and is tested once more when they are in; the side after a
@@ -207,12 +208,7 @@ def _subset_test(
     position = anchor.position
     assert position is not None
     rows = thresholds_for_suite(suite.pk)
-    # The group's series are tested in their alerts' direction; the suite's others (a second change may
-    # move what the first did not) either way, hence half as strictly again.
-    alerted = [item for item in series if item.pk in directions]
-    others = [item for item in series if item.pk not in directions]
-    share = {item.pk: 1.0 / max(len(alerted), 1) for item in alerted}
-    share.update({item.pk: 0.5 / max(len(others), 1) for item in others})
+    share = {item.pk: 1.0 / max(len(series), 1) for item in series}
     found: list[Remainder] = []
     promising = False
     anchor_runs = beyond_runs = 0
@@ -227,10 +223,7 @@ def _subset_test(
         if not here or not there or min(here + there) <= 0:
             continue
         before, after = (there, here) if side == "before" else (here, there)
-        if item.pk in directions:
-            direction = 1 if directions[item.pk] > 0 else -1
-        else:
-            direction = 1 if statistics.median(after) >= statistics.median(before) else -1
+        direction = 1 if directions.get(item.pk, 0.0) > 0 else -1
         threshold = threshold_resolve(metric=item.metric, suite_id=suite.pk, rows=rows)
         change, _, _, p_value, holds, _, _, _ = change_verdict(
             base_values=before,
@@ -287,11 +280,11 @@ def _side_check(
     opened: list[int] = []
     queued: list[Run] = []
     waiting = False
-    for suite, hardware_class, _ in group_pairs(group):
+    for suite, hardware_class, alerted in group_pairs(group):
         test = _pair_test(
             suite=suite,
             hardware_class=hardware_class,
-            series=list(Series.objects.filter(suite=suite, hardware_class=hardware_class).order_by("pk")),
+            series=alerted,
             anchor=anchor,
             side=side,
             directions=directions,
