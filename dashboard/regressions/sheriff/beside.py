@@ -49,8 +49,8 @@ logger = logging.getLogger(__name__)
 
 Side = Literal["before", "after"]
 
-# Benchmarked commits beyond the anchor whose runs give the level on the other side, and how far away
-# (in positions) they are looked for.
+# Benchmarked commits beyond the anchor (or beyond a searched range's end, the end included) whose runs
+# give the level on that side, and how far away (in positions) they are looked for.
 SIDE_COMMITS = 4
 SIDE_WINDOW = 80
 # One-sided and shared among a suite's series (Bonferroni): how clearly a side must show part of the
@@ -208,7 +208,7 @@ def _subset_test(
     position = anchor.position
     assert position is not None
     rows = thresholds_for_suite(suite.pk)
-    share = {item.pk: 1.0 / max(len(series), 1) for item in series}
+    share = 1.0 / max(len(series), 1)  # Bonferroni among the series
     found: list[Remainder] = []
     promising = False
     anchor_runs = beyond_runs = 0
@@ -231,14 +231,14 @@ def _subset_test(
             series_sigma_log=series_noise_log(series=item, commit_id=anchor.pk),
             direction=direction,
             min_relative_change=threshold.min_relative_change,
-            alpha=alpha * share[item.pk],
+            alpha=alpha * share,
         )
         if change * direction <= 0:
             continue
         # One run alone never opens a group: a slow run looks like a regression.
         if holds and len(here) >= 2 and len(there) >= 2:
             found.append(Remainder(item, before, after, change, p_value))
-        elif p_value < PROMISING_P * share[item.pk]:
+        elif p_value < PROMISING_P * share:
             promising = True
     return _Test(found, beyond, promising, anchor_runs, beyond_runs)
 

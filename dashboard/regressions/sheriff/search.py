@@ -46,6 +46,8 @@ from dashboard.regressions.detect.thresholds import threshold_resolve, threshold
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageEvent, TriageStatus
 from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.sheriff.beside import (
+    SIDE_COMMITS,
+    SIDE_WINDOW,
     Remainder,
     Side,
     beside_check,
@@ -81,9 +83,6 @@ SEARCHED_STATUSES: tuple[str, ...] = (
     TriageStatus.INVESTIGATING,
     TriageStatus.ACKNOWLEDGED,
 )
-# Benchmarked commits on each side (the end itself included) whose runs give that side's levels.
-SIDE_COMMITS = 4
-SIDE_WINDOW = 80  # positions looked at beyond each end for them
 # Search runs of one group waiting at once per suite and hardware class: each next one is chosen knowing
 # the last one's result, which is what makes a search of n commits take about log2(n) runs.
 PENDING_PER_PAIR = 1

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from dashboard.benchmarks.models import (
     PENDING_RUN_STATUSES,
+    Commit,
     Run,
     RunKind,
     RunStatus,
@@ -193,6 +194,20 @@ def _repeats_wanted(group: AlertGroup) -> int:
     return settings.PERFWATCH_VERIFICATION_REPEATS * rounds
 
 
+def _repeat_enqueue(*, commit: Commit, suite: Suite, hardware_class: str, version: str) -> Run:
+    """One verification repeat of an end; beyond the suite's budget it waits for spare node time rather
+    than for tomorrow."""
+    return run_enqueue(
+        commit=commit,
+        suite=suite,
+        hardware_class=hardware_class,
+        version=version,
+        forced=True,
+        kind=RunKind.VERIFICATION,
+        spare_time=not suite_budget_use(suite=suite).allows_another,
+    )
+
+
 def group_verify(*, group_id: int) -> list[Run]:
     """Queue the verification runs a suspected group still lacks: base and head, interleaved, until each
     end has its repeats (besides the run that found it) on every suite and hardware class of its alerts.
@@ -224,17 +239,9 @@ def group_verify(*, group_id: int) -> list[Run]:
                 for commit, done, version in ends:
                     if done > repeat:
                         continue
-                    # Beyond the budget, the repeat waits for spare node time rather than for tomorrow.
-                    spare_time = not suite_budget_use(suite=suite).allows_another
                     queued.append(
-                        run_enqueue(
-                            commit=commit,
-                            suite=suite,
-                            hardware_class=hardware_class,
-                            version=version,
-                            forced=True,
-                            kind=RunKind.VERIFICATION,
-                            spare_time=spare_time,
+                        _repeat_enqueue(
+                            commit=commit, suite=suite, hardware_class=hardware_class, version=version
                         )
                     )
     if queued:
@@ -275,19 +282,15 @@ def _split_ends_repeat(*, group: AlertGroup, alerts: Sequence[Alert], wanted: in
             if _repeats_count(group=group, commit_id=commit_id, suite=suite, hardware_class=key[2]) > wanted:
                 continue  # this round's extra repeat is in: the verdict weighs what there is
             seen.add(key)
+            version = ""
+            if suite.installs_releases:
+                version = _release_version(commit_id=commit_id, suite=suite, hardware_class=key[2])
             queued.append(
-                run_enqueue(
+                _repeat_enqueue(
                     commit=group.head_commit if commit_id == group.head_commit_id else group.base_commit,
                     suite=suite,
                     hardware_class=key[2],
-                    version=(
-                        _release_version(commit_id=commit_id, suite=suite, hardware_class=key[2])
-                        if suite.installs_releases
-                        else ""
-                    ),
-                    forced=True,
-                    kind=RunKind.VERIFICATION,
-                    spare_time=not suite_budget_use(suite=suite).allows_another,
+                    version=version,
                 )
             )
     if queued:
