@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -273,20 +274,81 @@ def scopes_condition(scopes: Iterable[Scope], *, prefix: str = "") -> Q:
     )
 
 
+# series_noises reads the newest `size` x this many commits of main first: a scope benchmarked at least
+# every few commits finds its latest `size` among them, so the read does not grow with history; a scope
+# that does not, and has older runs, is read whole.
+NOISE_RECENT_FACTOR = 4
+# Up to this many scopes the recent read probes each scope on each commit; beyond, each commit's runs.
+FEW_SCOPES = 16
+SCOPE_JOIN = "JOIN wanted w ON w.suite_id = r.suite_id AND w.hardware_class = r.hardware_class"
+
+
 def series_noises(
-    *, scopes: Iterable[Scope], size: int | None = None, metrics: Sequence[str] | None = None
+    *,
+    scopes: Iterable[Scope],
+    size: int | None = None,
+    metrics: Sequence[str] | None = None,
+    recent: int | None = None,
 ) -> dict[Scope, dict[tuple[int, str], NoiseEstimate]]:
-    """:func:`series_noise` of many suites and hardware classes (of only `metrics`, when given), in one
-    query whatever their number (two on SQLite)."""
+    """:func:`series_noise` of many suites and hardware classes (of only `metrics`, when given), in three
+    statements whatever their number (two on SQLite). `recent` (default `size` x NOISE_RECENT_FACTOR) is
+    how many of main's newest commits the first read looks at; the result does not depend on it."""
     scopes = sorted(set(scopes))
     if not scopes:
         return {}
     size = size or settings.PERFWATCH_DETECTION_WINDOW
     if connection.vendor != "postgresql":
         return _series_noises_portable(scopes=scopes, size=size, metrics=metrics)
-    # One statement: the latest `size` benchmarked commits of each scope, and each series' values on them
-    # as two arrays in main's order; what is left here is numpy on each series' arrays.
+    recent = recent or size * NOISE_RECENT_FACTOR
+    floor = (
+        Commit.objects.filter(position__isnull=False)
+        .order_by("-position", "-id")
+        .values_list("position", "id")[recent - 1 : recent]
+        .first()
+    )
+    if floor is None:  # main is shorter than the recent window: one read of everything
+        return _series_noises_read(scopes=scopes, size=size, metrics=metrics, recent=None)[0]
+    noises, seen = _series_noises_read(scopes=scopes, size=size, metrics=metrics, recent=recent)
+    # A scope with a series on `size` commits has them all; only the others may reach further back.
+    unsure = [scope for scope in scopes if seen.get(scope, 0) < size]
+    short = _scopes_short_of_window(scopes=unsure, size=size, recent=recent, floor=floor) if unsure else []
+    if short:
+        noises |= _series_noises_read(scopes=short, size=size, metrics=metrics, recent=None)[0]
+    return noises
+
+
+def _series_noises_read(
+    *, scopes: Sequence[Scope], size: int, metrics: Sequence[str] | None, recent: int | None
+) -> tuple[dict[Scope, dict[tuple[int, str], NoiseEstimate]], dict[Scope, int]]:
+    """One statement: the latest `size` benchmarked commits of each scope (among main's newest `recent`
+    commits, when given: read from the commits down, so the cost follows `recent`, not history), and each
+    series' values on them as two arrays in main's order; what is left here is numpy on those arrays.
+    Also, per scope, the most commits any of its series was read on."""
     metric_condition = "AND s.metric = ANY(%(metrics)s)" if metrics is not None else ""
+    if recent is None:
+        # Every run of the scopes, found through their (suite, hardware class, status) index.
+        runs = f"""
+            FROM {Run._meta.db_table} r
+            JOIN wanted w ON w.suite_id = r.suite_id AND w.hardware_class = r.hardware_class
+            JOIN {Commit._meta.db_table} c ON c.id = r.commit_id
+            WHERE r.status = %(succeeded)s AND c.position IS NOT NULL"""
+    else:
+        # Main's newest commits, each probing run_commit_scope (for a few scopes, each scope on each
+        # commit). OFFSET 0 keeps them probes: the planner, misjudging the scopes' size, would otherwise
+        # read every run of theirs and hash them.
+        few = len(scopes) <= FEW_SCOPES
+        probe = "AND r.suite_id = w.suite_id AND r.hardware_class = w.hardware_class" if few else ""
+        runs = f"""
+            FROM (
+                SELECT id, position FROM {Commit._meta.db_table} WHERE position IS NOT NULL
+                ORDER BY position DESC, id DESC LIMIT %(recent)s
+            ) c
+            {"CROSS JOIN wanted w" if few else ""} CROSS JOIN LATERAL (
+                SELECT r.id, r.commit_id, r.suite_id, r.hardware_class FROM {Run._meta.db_table} r
+                WHERE r.commit_id = c.id AND r.status = %(succeeded)s {probe}
+                OFFSET 0
+            ) r
+            {"" if few else SCOPE_JOIN}"""
     sql = f"""
         WITH wanted AS (
             SELECT * FROM unnest(%(suite_ids)s::bigint[], %(hardware)s::text[]) AS w(suite_id, hardware_class)
@@ -295,40 +357,82 @@ def series_noises(
                    dense_rank() OVER (
                        PARTITION BY r.suite_id, r.hardware_class ORDER BY c.position DESC, r.commit_id DESC
                    ) AS rank
-            FROM {Run._meta.db_table} r
-            JOIN wanted w ON w.suite_id = r.suite_id AND w.hardware_class = r.hardware_class
-            JOIN {Commit._meta.db_table} c ON c.id = r.commit_id
-            WHERE r.status = %(succeeded)s AND c.position IS NOT NULL
+            {runs}
         ), latest AS (
             SELECT * FROM ranked WHERE rank <= %(size)s
         )
         SELECT s.suite_id, s.hardware_class, s.concurrency, s.metric,
-               array_agg(m.value ORDER BY l.position, m.commit_id),
-               array_agg(m.commit_id ORDER BY l.position, m.commit_id)
+               array_agg(m.value ORDER BY l.position, l.commit_id),
+               array_agg(l.commit_id ORDER BY l.position, l.commit_id)
         FROM latest l
         JOIN {Series._meta.db_table} s
           ON s.suite_id = l.suite_id AND s.hardware_class = l.hardware_class {metric_condition}
-        JOIN {Measurement._meta.db_table} m ON m.run_id = l.run_id AND m.series_id = s.id
+        CROSS JOIN LATERAL (
+            SELECT m.value FROM {Measurement._meta.db_table} m
+            WHERE m.series_id = s.id AND m.commit_id = l.commit_id AND m.run_id = l.run_id
+            OFFSET 0
+        ) m
         GROUP BY s.suite_id, s.hardware_class, s.concurrency, s.metric
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql, {**_scope_arrays(scopes), "size": size, "metrics": list(metrics or ()), "recent": recent}
+        )
+        found = cursor.fetchall()
+    noises: dict[Scope, dict[tuple[int, str], NoiseEstimate]] = defaultdict(dict)
+    seen: dict[Scope, int] = defaultdict(int)
+    for suite_id, hardware_class, concurrency, metric, values, commit_ids in found:
+        noises[(suite_id, hardware_class)][(concurrency, metric)] = noise_from_runs(
+            values=values, commits=commit_ids
+        )
+        seen[(suite_id, hardware_class)] = max(seen[(suite_id, hardware_class)], len(set(commit_ids)))
+    return dict(noises), dict(seen)
+
+
+def _scope_arrays(scopes: Sequence[Scope]) -> dict[str, Any]:
+    return {
+        "suite_ids": [suite_id for suite_id, _ in scopes],
+        "hardware": [hardware_class for _, hardware_class in scopes],
+        "succeeded": RunStatus.SUCCEEDED,
+    }
+
+
+def _scopes_short_of_window(
+    *, scopes: Sequence[Scope], size: int, recent: int, floor: tuple[int | None, int]
+) -> list[Scope]:
+    """The scopes with fewer than `size` benchmarked commits among main's newest `recent` and a succeeded
+    run on an older commit of main: their latest `size` reach past the recent window."""
+    sql = f"""
+        WITH wanted AS (
+            SELECT * FROM unnest(%(suite_ids)s::bigint[], %(hardware)s::text[]) AS w(suite_id, hardware_class)
+        ), commits AS MATERIALIZED (
+            SELECT id FROM {Commit._meta.db_table} WHERE position IS NOT NULL
+            ORDER BY position DESC, id DESC LIMIT %(recent)s
+        )
+        SELECT w.suite_id, w.hardware_class FROM wanted w
+        WHERE (
+            SELECT count(DISTINCT r.commit_id)
+            FROM {Run._meta.db_table} r JOIN commits c ON c.id = r.commit_id
+            WHERE r.suite_id = w.suite_id AND r.hardware_class = w.hardware_class AND r.status = %(succeeded)s
+        ) < %(size)s
+        AND EXISTS (
+            SELECT 1 FROM {Run._meta.db_table} r JOIN {Commit._meta.db_table} c ON c.id = r.commit_id
+            WHERE r.suite_id = w.suite_id AND r.hardware_class = w.hardware_class AND r.status = %(succeeded)s
+              AND c.position IS NOT NULL AND (c.position, c.id) < (%(floor_position)s, %(floor_id)s)
+        )
     """
     with connection.cursor() as cursor:
         cursor.execute(
             sql,
             {
-                "suite_ids": [suite_id for suite_id, _ in scopes],
-                "hardware": [hardware_class for _, hardware_class in scopes],
-                "succeeded": RunStatus.SUCCEEDED,
+                **_scope_arrays(scopes),
                 "size": size,
-                "metrics": list(metrics or ()),
+                "recent": recent,
+                "floor_position": floor[0],
+                "floor_id": floor[1],
             },
         )
-        found = cursor.fetchall()
-    noises: dict[Scope, dict[tuple[int, str], NoiseEstimate]] = defaultdict(dict)
-    for suite_id, hardware_class, concurrency, metric, values, commit_ids in found:
-        noises[(suite_id, hardware_class)][(concurrency, metric)] = noise_from_runs(
-            values=values, commits=commit_ids
-        )
-    return dict(noises)
+        return [(suite_id, hardware_class) for suite_id, hardware_class in cursor.fetchall()]
 
 
 def _series_noises_portable(

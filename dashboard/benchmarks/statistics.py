@@ -300,27 +300,29 @@ def change_estimate(
     """
     if not 0.0 < confidence < 1.0:
         raise StatisticsInvalid(f"confidence must lie between 0 and 1, got {confidence}")
-    before_runs = _finite(before, what="the runs before")
-    after_runs = _finite(after, what="the runs after")
-    if before_runs.size == 0 or after_runs.size == 0:
+    # Plain Python lists: a side is a few runs, pages judge thousands of changes, and numpy's per-call
+    # cost was most of their time.
+    before_runs = _finite_list(before, what="the runs before")
+    after_runs = _finite_list(after, what="the runs after")
+    if not before_runs or not after_runs:
         raise StatisticsInvalid("a change needs at least one run before and one after")
     prior = _noise(noise)
-    relative = bool(np.all(before_runs > 0) and np.all(after_runs > 0)) and prior.relative
+    relative = min(before_runs) > 0 and min(after_runs) > 0 and prior.relative
     # Each side's value is the commit value rule's, the one every page and the detector show.
-    before_value, after_value = commit_value(before_runs).value, commit_value(after_runs).value
+    before_value, after_value = _list_median(before_runs), _list_median(after_runs)
 
     if relative:
-        left, right = np.log(before_runs), np.log(after_runs)
+        left, right = [math.log(value) for value in before_runs], [math.log(value) for value in after_runs]
         to_pct: Callable[[float], float] = _log_to_pct
     else:
         left, right = before_runs, after_runs
         to_pct = _linear_to_pct(abs(before_value))
     # Medians, like every value shown: one slow run moves neither the change nor the verdict.
-    difference = _median(right) - _median(left)
+    difference = _list_median(right) - _list_median(left)
     change_pct = to_pct(difference)
 
-    own_squares = float(np.sum((left - left.mean()) ** 2) + np.sum((right - right.mean()) ** 2))
-    own_degrees = float(left.size + right.size - 2)
+    own_squares = _squares(left) + _squares(right)
+    own_degrees = float(len(left) + len(right) - 2)
     prior_sigma = prior.sigma if prior.relative == relative else 0.0
     prior_degrees = prior.degrees_of_freedom if prior_sigma > 0.0 else 0.0
     degrees = own_degrees + prior_degrees
@@ -334,14 +336,14 @@ def change_estimate(
             low_pct=change_pct if exact else None,
             high_pct=change_pct if exact else None,
             p_value=(0.0 if difference else 1.0) if exact else None,
-            n_before=int(before_runs.size),
-            n_after=int(after_runs.size),
+            n_before=len(before_runs),
+            n_after=len(after_runs),
             confidence=confidence,
             significant=exact and difference != 0.0 and significant_size,
         )
     variance = (own_squares + prior_degrees * prior_sigma**2) / degrees
     standard_error = math.sqrt(
-        variance * (_median_variance(left.size) / left.size + _median_variance(right.size) / right.size)
+        variance * (_median_variance(len(left)) / len(left) + _median_variance(len(right)) / len(right))
     )
     # Student's t through scipy.special, as stats.t computes it, without that interface's per-call
     # argument checks (degrees is positive here): detection asks for this thousands of times per run.
@@ -357,8 +359,8 @@ def change_estimate(
         low_pct=to_pct(difference - quantile * standard_error),
         high_pct=to_pct(difference + quantile * standard_error),
         p_value=p_value,
-        n_before=int(before_runs.size),
-        n_after=int(after_runs.size),
+        n_before=len(before_runs),
+        n_after=len(after_runs),
         confidence=confidence,
         significant=p_value < 1.0 - confidence and significant_size,
     )
@@ -382,16 +384,6 @@ def change_could_matter(*, before: Values, after: Values, min_relative_change: f
             )
         )
     return any(abs(size) >= min_relative_change * 100.0 for size in sizes)
-
-
-def _median(values: npt.NDArray[np.float64]) -> float:
-    """numpy's median, to the bit, in plain Python for the few runs of a side: pages judge thousands of
-    changes, and numpy's per-call cost was most of their time."""
-    if values.size > 32:
-        return float(np.median(values))
-    ordered = sorted(values.tolist())
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _median_variance(count: int) -> float:
@@ -422,6 +414,33 @@ def _linear_to_pct(scale: float) -> Callable[[float], float]:
         return difference / scale * 100.0
 
     return to_pct
+
+
+def _finite_list(values: Values, *, what: str) -> list[float]:
+    """`values` as a list of floats, checked like :func:`_finite`."""
+    if isinstance(values, list | tuple):
+        try:
+            out = [float(value) for value in values]
+        except (TypeError, ValueError):
+            out = None  # not flat numbers: _finite says why
+        if out is not None:
+            if not all(math.isfinite(value) for value in out):
+                raise StatisticsInvalid(f"{what} must be finite numbers")
+            return out
+    return _finite(values, what=what).tolist()
+
+
+def _list_median(values: list[float]) -> float:
+    """numpy's median, to the bit, of a non-empty list."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _squares(values: list[float]) -> float:
+    """The sum of squared deviations from the mean."""
+    mean = sum(values) / len(values)
+    return sum((value - mean) ** 2 for value in values)
 
 
 def _finite(values: Values, *, what: str) -> npt.NDArray[np.float64]:

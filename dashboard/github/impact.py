@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import Count, Max, Q
 
 from dashboard.benchmarks.compare import change_pct
@@ -21,6 +22,7 @@ from dashboard.benchmarks.models import (
     Measurement,
     Run,
     RunStatus,
+    Series,
     Suite,
 )
 from dashboard.benchmarks.selectors import scopes_condition, series_noises
@@ -112,50 +114,38 @@ def metric_change(*, metric: str, estimate: ChangeEstimate) -> MetricChange:
 
 def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact, ...]]:
     """Per PR id (or number for unsaved PRs): its impact on every suite and hardware class benchmarked on
-    both sides of its merge. PRs without a placed merge commit get nothing. Four queries in all."""
+    both sides of its merge within NEIGHBOUR_COMMITS commits. PRs without a placed merge commit get
+    nothing. A fixed number of queries, each reading around the merges rather than the whole history."""
     placed = [
         pull for pull in pulls if pull.merge_commit is not None and pull.merge_commit.position is not None
     ]
     if not placed:
         return {}
     repository_ids = {pull.repository_id for pull in placed}
-    benchmarked: dict[tuple[str, str], list[tuple[int, int, str]]] = defaultdict(list)
-    for suite, hardware_class, commit_id, position, sha in (
-        Run.objects.succeeded()
-        .filter(commit__repository_id__in=repository_ids, commit__position__isnull=False)
-        .values_list("suite__name", "hardware_class", "commit_id", "commit__position", "commit__sha")
-        .distinct()
-    ):
-        if position is not None:
-            benchmarked[(suite, hardware_class)].append((position, commit_id, sha))
-    for commits in benchmarked.values():
-        commits.sort()
-
-    # (pull key, suite, hardware) -> (before, after) as (position, commit id, sha)
-    ranges: dict[tuple[int, str, str], tuple[tuple[int, int, str], tuple[int, int, str]]] = {}
-    for pull in placed:
-        merge_position = pull.merge_commit.position  # type: ignore[union-attr]
-        for (suite, hardware_class), commits in benchmarked.items():
-            index = bisect.bisect_left(commits, (merge_position, -1, ""))
-            if 0 < index < len(commits):
-                ranges[(pull_key(pull), suite, hardware_class)] = (commits[index - 1], commits[index])
+    ranges = _merge_neighbours(pulls=placed)
     if not ranges:
         return {}
 
     commit_ids = {commit[1] for pair in ranges.values() for commit in pair}
+    wanted_scopes = {(suite, hardware_class) for _, suite, hardware_class in ranges}
+    # The headline series of the scopes first, then their points at the range ends through the
+    # (series, commit) covering index: no join per point.
+    series = {
+        series_id: (suite, hardware_class, concurrency, metric)
+        for series_id, suite, hardware_class, concurrency, metric in Series.objects.filter(
+            suite__name__in={suite for suite, _ in wanted_scopes},
+            hardware_class__in={hardware_class for _, hardware_class in wanted_scopes},
+            metric__in=HEADLINE_METRICS,
+        ).values_list("id", "suite__name", "hardware_class", "concurrency", "metric")
+        if (suite, hardware_class) in wanted_scopes
+    }
     values: dict[tuple[int, str, str], dict[tuple[int, str], list[float]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    for commit_id, suite, hardware_class, concurrency, metric, value in Measurement.objects.filter(
-        commit_id__in=commit_ids, run__status=RunStatus.SUCCEEDED, series__metric__in=HEADLINE_METRICS
-    ).values_list(
-        "commit_id",
-        "series__suite__name",
-        "series__hardware_class",
-        "series__concurrency",
-        "series__metric",
-        "value",
-    ):
+    for series_id, commit_id, value in Measurement.objects.filter(
+        series_id__in=series, commit_id__in=commit_ids, run__status=RunStatus.SUCCEEDED
+    ).values_list("series_id", "commit_id", "value"):
+        suite, hardware_class, concurrency, metric = series[series_id]
         values[(commit_id, suite, hardware_class)][(concurrency, metric)].append(value)
 
     low = min(before[0] for before, _ in ranges.values())
@@ -175,7 +165,8 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
     other_positions = [position for position, _, _ in others]
 
     impacts: dict[int, list[PullImpact]] = defaultdict(list)
-    suites = Suite.objects.in_bulk([suite for suite, _ in benchmarked], field_name="name")
+    scopes = sorted({(suite, hardware_class) for _, suite, hardware_class in ranges})
+    suites = Suite.objects.in_bulk([suite for suite, _ in scopes], field_name="name")
     # Noise only where some PR has a range: a suite benchmarked on neither side of any of them needs none.
     measured = {(suite, hardware_class) for _, suite, hardware_class in ranges}
     noises = series_noises(
@@ -192,7 +183,7 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
         for suite, hardware_class in measured
     }
     for pull in placed:
-        for (suite, hardware_class), _ in sorted(benchmarked.items()):
+        for suite, hardware_class in scopes:
             pair = ranges.get((pull_key(pull), suite, hardware_class))
             if pair is None:
                 continue
@@ -224,6 +215,59 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
                 )
             )
     return {key: tuple(found) for key, found in impacts.items()}
+
+
+# A PR's figures compare the last benchmarked commit before its merge with the first one containing it,
+# looked for this many commits either side: a range any wider holds hundreds of other commits and says
+# nothing about one PR, and the search reads around the merge instead of the whole history.
+NEIGHBOUR_COMMITS = 128
+
+BenchmarkedCommit = tuple[int, int, str]  # (position, commit id, sha)
+
+
+def _merge_neighbours(
+    *, pulls: Sequence[PullRequest]
+) -> dict[tuple[int, str, str], tuple[BenchmarkedCommit, BenchmarkedCommit]]:
+    """(pull key, suite, hardware class) -> the benchmarked commits around the PR's merge: the last with a
+    succeeded run before the merge commit and the first at or after it, each within NEIGHBOUR_COMMITS.
+    Two queries whatever the number of PRs."""
+    merges = [
+        (pull_key(pull), pull.merge_commit.position, pull.repository_id)  # type: ignore[union-attr]
+        for pull in pulls
+    ]
+    values = ", ".join(["(%s, %s, %s)"] * len(merges))
+    sql = f"""
+        WITH merges(pull, position, repository_id) AS (VALUES {values})
+        SELECT m.pull, m.repository_id, s.name, r.hardware_class,
+               max(c.position) FILTER (WHERE c.position < m.position),
+               min(c.position) FILTER (WHERE c.position >= m.position)
+        FROM merges m
+        JOIN {Commit._meta.db_table} c
+          ON c.repository_id = m.repository_id
+         AND c.position >= m.position - %s AND c.position < m.position + %s
+        JOIN {Run._meta.db_table} r ON r.commit_id = c.id AND r.status = %s
+        JOIN {Suite._meta.db_table} s ON s.id = r.suite_id
+        GROUP BY m.pull, m.repository_id, s.name, r.hardware_class
+    """
+    parameters = [value for merge in merges for value in merge]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*parameters, NEIGHBOUR_COMMITS, NEIGHBOUR_COMMITS, RunStatus.SUCCEEDED])
+        found = [row for row in cursor.fetchall() if row[4] is not None and row[5] is not None]
+    if not found:
+        return {}
+    wanted = {(repository_id, position) for _, repository_id, _, _, *ends in found for position in ends}
+    commits = {
+        (repository_id, position): (position, commit_id, sha)
+        for commit_id, repository_id, position, sha in Commit.objects.filter(
+            repository_id__in={repository_id for repository_id, _ in wanted},
+            position__in={position for _, position in wanted},
+        ).values_list("id", "repository_id", "position", "sha")
+        if position is not None
+    }
+    return {
+        (pull, suite, hardware_class): (commits[(repository_id, before)], commits[(repository_id, after)])
+        for pull, repository_id, suite, hardware_class, before, after in found
+    }
 
 
 # Impacts are kept under a digest of what they are computed from, so a write to any of it is a new key

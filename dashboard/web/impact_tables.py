@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.http import QueryDict
+from django.utils.html import format_html
 from django.utils.http import urlencode
+from django.utils.safestring import SafeString
 
 from dashboard.benchmarks.compare import CompareRow, MetricColumn, change_pct_format
 from dashboard.benchmarks.comparison import metric_columns
@@ -23,6 +25,17 @@ class ChangeCell:
     title: str
     interval: str = ""  # "−1.2 … +3.4 %", the 95 % interval
     runs: str = ""  # "1 → 3 runs"
+
+    def table_cell(self) -> SafeString:
+        """The cell as PR tables print it: a changelog of a hundred PRs has thousands, and a template loop
+        over their fields was most of its time."""
+        title = format_html(' title="{}"', self.title) if self.title else ""
+        extra = (
+            format_html('<small class="uncertainty">{}<br>{}</small>', self.interval, self.runs)
+            if self.runs
+            else ""
+        )
+        return format_html('<td class="num {}"{}>{}{}</td>', self.css, title, self.text, extra)
 
 
 @dataclass(frozen=True)
@@ -118,6 +131,22 @@ def impact_rows(*, impacts: Sequence[PullImpact]) -> list[ImpactRow]:
                 )
             )
     return rows
+
+
+def impacts_fold(
+    *, impacts: Sequence[PullImpact], keep: str = ""
+) -> tuple[list[PullImpact], list[PullImpact]]:
+    """A PR's impacts split into those a changelog shows in full (some change beyond noise, or the
+    `keep` scope, "suite/hardware", that the page is sorted by) and the rest, which it names in one line
+    and leaves to the PR's page."""
+    shown: list[PullImpact] = []
+    folded: list[PullImpact] = []
+    for impact in impacts:
+        changed = any(
+            change is not None and change.significant for level in impact.levels for change in level.changes
+        )
+        (shown if changed or f"{impact.suite}/{impact.hardware_class}" == keep else folded).append(impact)
+    return shown, folded
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.downloads import download_format, figure_response, table_response
 from dashboard.github import selectors
+from dashboard.github.impact import NEIGHBOUR_COMMITS
 from dashboard.regressions.selectors import alert_groups_naming
 from dashboard.web.impact_tables import impact_rows
 from dashboard.web.markers import tracking_query_pairs, tracking_selection_parse
@@ -78,6 +79,7 @@ def pull_request(request: HttpRequest, number: int) -> HttpResponse:
             "detail": detail,
             "pull": detail.pull,
             "rows": impact_rows(impacts=detail.impacts),
+            "neighbour_commits": NEIGHBOUR_COMMITS,
             "headline": HEADLINE_DISPLAYS,
             "scope": scope,
             "scope_options": scope_options,

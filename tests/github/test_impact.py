@@ -202,10 +202,12 @@ def test_the_tracking_page_takes_a_fixed_number_of_queries(
         track(issue, cast(Commit, CommitFactory(pr_number=52000 + index)), order=10 + index)
 
     # issue, items, reverts, commit sync state, the three counts the impacts are kept under; then, the
-    # first time, benchmarked commits, measurements, commits in ranges, the suites, and the series' noise
-    # (the latest commits of every suite and hardware class with their measurements, in one statement),
-    # and the suites' detection settings, which judge a change on this page as detection does
-    with django_assert_num_queries(13):
+    # first time, the benchmarked commits around each merge and those commits, the headline series and
+    # their measurements, commits in ranges, the suites, and the series' noise (the floor of main's
+    # recent window, then the latest commits of every suite and hardware class with their measurements,
+    # in one statement), and the suites' detection settings, which judge a change on this page as
+    # detection does
+    with django_assert_num_queries(16):
         assert client.get(TRACKING_PAGE).status_code == 200
     with django_assert_num_queries(7):
         assert client.get(TRACKING_PAGE).status_code == 200
@@ -310,3 +312,21 @@ def test_single_run_noise_is_printed_with_its_interval_but_not_coloured_and_a_re
     assert noise_cell.text.startswith("+") and noise_cell.css == "muted"
     assert "1 → 1 run" in noise_page.content.decode() and noise_cell.interval.startswith("−")
     assert real_cell.css == "good" and real_cell.interval.startswith("+")
+
+
+def test_a_pr_is_measured_only_between_benchmarked_commits_near_its_merge(changelog, client: Client):
+    """The benchmarked commits around a merge are looked for NEIGHBOUR_COMMITS either side: one just
+    inside still gives figures, one just beyond gives none and the page says why."""
+    from dashboard.github.impact import NEIGHBOUR_COMMITS, pull_impacts
+
+    suite, _, issue = changelog
+    far = [cast(Commit, CommitFactory()) for _ in range(2 * NEIGHBOUR_COMMITS)]
+    measure(far[0], suite, throughput=100, ttft_ms=1000)
+    measure(far[-1], suite, throughput=120, ttft_ms=1000)
+    inside = track(issue, far[NEIGHBOUR_COMMITS], order=10)  # far[0] is exactly NEIGHBOUR_COMMITS before
+    beyond = track(issue, far[NEIGHBOUR_COMMITS + 1], order=11)  # far[0] is one commit too far
+    found = pull_impacts(pulls=[inside, beyond])
+    assert [impact.before.sha for impact in found[inside.pk]] == [far[0].sha]
+    assert beyond.pk not in found
+    page = client.get(f"/prs/{beyond.number}/").content.decode()
+    assert f"within {NEIGHBOUR_COMMITS} commits" in page
