@@ -300,25 +300,25 @@ def change_estimate(
     """
     if not 0.0 < confidence < 1.0:
         raise StatisticsInvalid(f"confidence must lie between 0 and 1, got {confidence}")
-    # Plain Python lists: a side is a few runs, pages judge thousands of changes, and numpy's per-call
-    # cost was most of their time.
-    before_runs = _finite_list(before, what="the runs before")
-    after_runs = _finite_list(after, what="the runs after")
-    if not before_runs or not after_runs:
+    # A side of a few runs in plain Python (pages judge thousands of changes, and numpy's per-call cost was
+    # most of their time), a longer one in numpy.
+    before_runs = _finite_side(before, what="the runs before")
+    after_runs = _finite_side(after, what="the runs after")
+    if len(before_runs) == 0 or len(after_runs) == 0:
         raise StatisticsInvalid("a change needs at least one run before and one after")
     prior = _noise(noise)
-    relative = min(before_runs) > 0 and min(after_runs) > 0 and prior.relative
+    relative = _side_min(before_runs) > 0 and _side_min(after_runs) > 0 and prior.relative
     # Each side's value is the commit value rule's, the one every page and the detector show.
-    before_value, after_value = _list_median(before_runs), _list_median(after_runs)
+    before_value, after_value = _side_median(before_runs), _side_median(after_runs)
 
     if relative:
-        left, right = [math.log(value) for value in before_runs], [math.log(value) for value in after_runs]
+        left, right = _side_log(before_runs), _side_log(after_runs)
         to_pct: Callable[[float], float] = _log_to_pct
     else:
         left, right = before_runs, after_runs
         to_pct = _linear_to_pct(abs(before_value))
     # Medians, like every value shown: one slow run moves neither the change nor the verdict.
-    difference = _list_median(right) - _list_median(left)
+    difference = _side_median(right) - _side_median(left)
     change_pct = to_pct(difference)
 
     own_squares = _squares(left) + _squares(right)
@@ -416,29 +416,47 @@ def _linear_to_pct(scale: float) -> Callable[[float], float]:
     return to_pct
 
 
-def _finite_list(values: Values, *, what: str) -> list[float]:
-    """`values` as a list of floats, checked like :func:`_finite`."""
-    if isinstance(values, list | tuple):
+# Up to this many runs a side is judged in plain Python; beyond, numpy's vector work pays for its calls.
+PLAIN_SIDE_RUNS = 64
+
+Side = list[float] | npt.NDArray[np.float64]
+
+
+def _finite_side(values: Values, *, what: str) -> Side:
+    """`values` checked like :func:`_finite`: a list of floats when they are few, else an array."""
+    if isinstance(values, list | tuple) and len(values) <= PLAIN_SIDE_RUNS:
         try:
             out = [float(value) for value in values]
         except (TypeError, ValueError):
-            out = None  # not flat numbers: _finite says why
-        if out is not None:
-            if not all(math.isfinite(value) for value in out):
-                raise StatisticsInvalid(f"{what} must be finite numbers")
-            return out
-    return _finite(values, what=what).tolist()
+            return _finite(values, what=what)  # not flat numbers: _finite says why
+        if not all(math.isfinite(value) for value in out):
+            raise StatisticsInvalid(f"{what} must be finite numbers")
+        return out
+    array = _finite(values, what=what)
+    return array.tolist() if array.size <= PLAIN_SIDE_RUNS else array
 
 
-def _list_median(values: list[float]) -> float:
-    """numpy's median, to the bit, of a non-empty list."""
+def _side_min(values: Side) -> float:
+    return min(values) if isinstance(values, list) else float(values.min())
+
+
+def _side_log(values: Side) -> Side:
+    return [math.log(value) for value in values] if isinstance(values, list) else np.log(values)
+
+
+def _side_median(values: Side) -> float:
+    """numpy's median, to the bit."""
+    if not isinstance(values, list):
+        return float(np.median(values))
     ordered = sorted(values)
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def _squares(values: list[float]) -> float:
+def _squares(values: Side) -> float:
     """The sum of squared deviations from the mean."""
+    if not isinstance(values, list):
+        return float(np.sum((values - values.mean()) ** 2))
     mean = sum(values) / len(values)
     return sum((value - mean) ** 2 for value in values)
 
