@@ -320,7 +320,7 @@ def test_a_pr_is_measured_only_between_benchmarked_commits_near_its_merge(change
     from dashboard.github.impact import NEIGHBOUR_COMMITS, pull_impacts
 
     suite, _, issue = changelog
-    far = [cast(Commit, CommitFactory()) for _ in range(2 * NEIGHBOUR_COMMITS)]
+    far = [cast(Commit, CommitFactory(pr_number=900_000 + index)) for index in range(2 * NEIGHBOUR_COMMITS)]
     measure(far[0], suite, throughput=100, ttft_ms=1000)
     measure(far[-1], suite, throughput=120, ttft_ms=1000)
     inside = track(issue, far[NEIGHBOUR_COMMITS], order=10)  # far[0] is exactly NEIGHBOUR_COMMITS before
