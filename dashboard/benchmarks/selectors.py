@@ -329,7 +329,7 @@ def _series_noises_read(
         # Every run of the scopes, found through their (suite, hardware class, status) index.
         runs = f"""
             FROM {Run._meta.db_table} r
-            JOIN wanted w ON w.suite_id = r.suite_id AND w.hardware_class = r.hardware_class
+            {SCOPE_JOIN}
             JOIN {Commit._meta.db_table} c ON c.id = r.commit_id
             WHERE r.status = %(succeeded)s AND c.position IS NOT NULL"""
     else:

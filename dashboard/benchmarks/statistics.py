@@ -114,9 +114,9 @@ def commit_value(values: Values) -> CommitValue:
         # Plain Python for the few runs of a commit: detection asks for thousands of these, and numpy's
         # per-call overhead is most of the cost at this size. The median is numpy's to the bit.
         ordered = sorted(float(value) for value in values)
-        middle = len(ordered) // 2
-        median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-        return CommitValue(value=median, low=ordered[0], high=ordered[-1], runs=len(ordered))
+        return CommitValue(
+            value=_ordered_median(ordered), low=ordered[0], high=ordered[-1], runs=len(ordered)
+        )
     array = _finite(values, what="a commit's runs")
     if array.size == 0:
         raise StatisticsInvalid("a commit's value needs at least one run")
@@ -308,7 +308,8 @@ def change_estimate(
         raise StatisticsInvalid("a change needs at least one run before and one after")
     prior = _noise(noise)
     relative = _side_min(before_runs) > 0 and _side_min(after_runs) > 0 and prior.relative
-    # Each side's value is the commit value rule's, the one every page and the detector show.
+    # Each side's value is the commit value rule's (the median of its runs), the one every page and the
+    # detector show.
     before_value, after_value = _side_median(before_runs), _side_median(after_runs)
 
     if relative:
@@ -446,9 +447,11 @@ def _side_log(values: Side) -> Side:
 
 def _side_median(values: Side) -> float:
     """numpy's median, to the bit."""
-    if not isinstance(values, list):
-        return float(np.median(values))
-    ordered = sorted(values)
+    return _ordered_median(sorted(values)) if isinstance(values, list) else float(np.median(values))
+
+
+def _ordered_median(ordered: list[float]) -> float:
+    """The median of sorted values, as numpy computes it."""
     middle = len(ordered) // 2
     return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 

@@ -127,7 +127,10 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
         return {}
 
     commit_ids = {commit[1] for pair in ranges.values() for commit in pair}
-    wanted_scopes = {(suite, hardware_class) for _, suite, hardware_class in ranges}
+    # Noise and points only where some PR has a range: a suite benchmarked on neither side of any of
+    # them needs neither.
+    scopes = sorted({(suite, hardware_class) for _, suite, hardware_class in ranges})
+    wanted_scopes = set(scopes)
     # The headline series of the scopes first, then their points at the range ends through the
     # (series, commit) covering index: no join per point.
     series = {
@@ -165,22 +168,19 @@ def pull_impacts(*, pulls: Sequence[PullRequest]) -> dict[int, tuple[PullImpact,
     other_positions = [position for position, _, _ in others]
 
     impacts: dict[int, list[PullImpact]] = defaultdict(list)
-    scopes = sorted({(suite, hardware_class) for _, suite, hardware_class in ranges})
     suites = Suite.objects.in_bulk([suite for suite, _ in scopes], field_name="name")
-    # Noise only where some PR has a range: a suite benchmarked on neither side of any of them needs none.
-    measured = {(suite, hardware_class) for _, suite, hardware_class in ranges}
     noises = series_noises(
-        scopes=[(suites[suite].pk, hardware_class) for suite, hardware_class in measured],
+        scopes=[(suites[suite].pk, hardware_class) for suite, hardware_class in scopes],
         metrics=HEADLINE_METRICS,
     )
-    detection_settings = thresholds_for_suites(suites[suite] for suite, _ in measured)
+    detection_settings = thresholds_for_suites(suites[suite] for suite, _ in scopes)
     statistics = {
         (suite, hardware_class): ScopeStatistics(
             noise=noises.get((suites[suite].pk, hardware_class), {}),
             suite_id=suites[suite].pk,
             settings=tuple(detection_settings[suites[suite].pk]),
         )
-        for suite, hardware_class in measured
+        for suite, hardware_class in scopes
     }
     for pull in placed:
         for suite, hardware_class in scopes:

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard.github import selectors
 from dashboard.github.impact import NEIGHBOUR_COMMITS
-from dashboard.web.impact_tables import ImpactRow, impact_rows, impact_sort_parse, impacts_fold
+from dashboard.web.impact_tables import changelog_rows, impact_sort_parse
 from dashboard.web.pages import not_found
 from dashboard.web.tables import HEADLINE_DISPLAYS
 
@@ -41,7 +41,9 @@ def tracking_issue(request: HttpRequest, owner: str, repo: str, number: int) -> 
         "github/tracking_issue.html",
         {
             "issue": issue,
-            "pulls": [_pull_rows(tracked, keep=sort.scope) for tracked in pulls],
+            "pulls": [
+                (tracked, *changelog_rows(impacts=tracked.impacts, keep=sort.scope)) for tracked in pulls
+            ],
             "headline": HEADLINE_DISPLAYS,
             "sort": sort,
             "impact_query": sort.query(by_impact=True),
@@ -50,18 +52,4 @@ def tracking_issue(request: HttpRequest, owner: str, repo: str, number: int) -> 
             "sync": selectors.commit_sync_state(repository=issue.repository),
             "neighbour_commits": NEIGHBOUR_COMMITS,
         },
-    )
-
-
-def _pull_rows(
-    tracked: selectors.TrackedPull, *, keep: str
-) -> tuple[selectors.TrackedPull, list[ImpactRow], list[str]]:
-    """A PR's rows on the changelog: every suite and hardware class it changed beyond noise (and the one
-    the page is sorted by) in full; the others only named, their figures on the PR's page. A hundred PRs
-    on six pairs each would otherwise be 3 MB of mostly grey cells."""
-    shown, folded = impacts_fold(impacts=tracked.impacts, keep=keep)
-    return (
-        tracked,
-        impact_rows(impacts=shown),
-        [f"{impact.suite} · {impact.hardware_class}" for impact in folded],
     )
