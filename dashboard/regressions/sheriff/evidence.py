@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 NOISE_FLOOR_LOG = 0.001
 # A repeat further than this many noise scales from the median of its commit is a slow run, not data.
 OUTLIER_SIGMAS = 4.0
+# Benchmarked commits around a commit that a series' noise is estimated from.
+NOISE_POINTS = 61
 
 
 def log_values(values: Iterable[float]) -> list[float]:
@@ -70,8 +72,13 @@ def series_noise_log(*, series: Series, commit_id: int) -> float:
     step) are set aside, and never below their MAD. The MAD alone sees only the normal core: a slow mode
     a few percent off, on one run in twenty, is inside any two runs' spread but not in it, and the 95 %
     intervals built on it held the truth about 85 % of the time."""
-    points = series_window(series=series, commit_id=commit_id, size=61).points
-    logs = log_values(point.value for point in points)
+    points = series_window(series=series, commit_id=commit_id, size=NOISE_POINTS).points
+    return difference_noise(log_values(point.value for point in points))
+
+
+def difference_noise(logs: Sequence[float]) -> float:
+    """The run-to-run noise of one value per commit in log space, in commit order (see
+    `series_noise_log`); 0 when there are too few."""
     diffs = [b - a for a, b in itertools.pairwise(logs)]
     if len(diffs) < 4:
         return 0.0

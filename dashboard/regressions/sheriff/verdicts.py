@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -46,6 +47,7 @@ from dashboard.regressions.sheriff.evidence import (
     log_values,
     series_noise_log,
 )
+from dashboard.regressions.sheriff.joint import JointSeries, JointVerdict, joint_verdict
 from dashboard.regressions.sheriff.search import group_search
 
 logger = logging.getLogger(__name__)
@@ -83,6 +85,7 @@ class AlertVerdict:
     sigma_log: float
     base_log: float
     head_log: float
+    large_enough: bool = False  # moved the detected way by at least its metric's minimum change
 
     @property
     def z(self) -> float:
@@ -90,9 +93,8 @@ class AlertVerdict:
         return (self.head_log - self.base_log) / se if se else 0.0
 
 
-def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert]) -> list[AlertVerdict]:
+def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert], alpha: float) -> list[AlertVerdict]:
     verdicts = []
-    alpha = CONFIRM_ALPHA / max(len(alerts), 1)
     rows: dict[int, list] = {}
     for alert in alerts:
         series = alert.series
@@ -110,11 +112,12 @@ def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert]) -> list[Alert
         threshold = threshold_resolve(
             metric=series.metric, suite_id=series.suite_id, rows=rows[series.suite_id]
         )
+        direction = 1 if alert.change_pct > 0 else -1
         change, low, high, p_value, holds, sigma, base_log, head_log = change_verdict(
             base_values=base_values,
             head_values=head_values,
             series_sigma_log=series_noise_log(series=series, commit_id=group.head_commit_id),
-            direction=1 if alert.change_pct > 0 else -1,
+            direction=direction,
             min_relative_change=threshold.min_relative_change,
             alpha=alpha,
         )
@@ -135,9 +138,54 @@ def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert]) -> list[Alert
                 sigma_log=sigma,
                 base_log=base_log,
                 head_log=head_log,
+                large_enough=change * direction >= threshold.min_relative_change * 100,
             )
         )
     return verdicts
+
+
+def _joint_verdicts(
+    *, group: AlertGroup, alerts: Sequence[Alert], verdicts: Sequence[AlertVerdict], alpha: float
+) -> list[JointVerdict]:
+    """Each suite and hardware class with two or more alerted series: their change taken together."""
+    by_alert = {verdict.alert_id: verdict for verdict in verdicts}
+    members: dict[tuple[int, str], list[tuple[JointSeries, AlertVerdict]]] = defaultdict(list)
+    for alert in alerts:
+        verdict = by_alert.get(alert.pk)
+        if verdict is None:
+            continue
+        members[(alert.series.suite_id, alert.series.hardware_class)].append(
+            (
+                JointSeries(
+                    series=alert.series,
+                    direction=1 if alert.change_pct > 0 else -1,
+                    sigma_log=verdict.sigma_log,
+                ),
+                verdict,
+            )
+        )
+    joints = []
+    for _, items in sorted(members.items()):
+        joint = joint_verdict(
+            members=[member for member, _ in items],
+            base_commit_id=group.base_commit_id,
+            head_commit_id=group.head_commit_id,
+            since=group.created_at,
+            alpha=alpha,
+            large_enough=any(verdict.large_enough for _, verdict in items),
+        )
+        if joint is not None:
+            joints.append(joint)
+    return joints
+
+
+def _tests_count(alerts: Sequence[Alert]) -> int:
+    """How many tests a group's verdict makes: one per alert, and one per suite and hardware class with
+    two or more alerts (the joint test). The group's error rate is shared among them (Bonferroni)."""
+    per_pair: dict[tuple[int, str], int] = defaultdict(int)
+    for alert in alerts:
+        per_pair[(alert.series.suite_id, alert.series.hardware_class)] += 1
+    return max(len(alerts) + sum(count >= 2 for count in per_pair.values()), 1)
 
 
 # Verification
@@ -356,24 +404,39 @@ def _judge(*, group_id: int) -> tuple[str, str]:
         )
         if _split_ends_repeat(group=group, alerts=alerts, wanted=wanted):
             return group.state, ""  # one more repeat where two disagreed
-        verdicts = _alert_verdicts(group=group, alerts=alerts)
+        alpha = CONFIRM_ALPHA / _tests_count(alerts)
+        verdicts = _alert_verdicts(group=group, alerts=alerts, alpha=alpha)
+        joints = _joint_verdicts(group=group, alerts=alerts, verdicts=verdicts, alpha=alpha)
         rounds = int(group.evidence.get("rounds", 1))
-        evidence: dict[str, object] = {"rounds": rounds, "alerts": [asdict(verdict) for verdict in verdicts]}
+        evidence: dict[str, object] = {
+            "rounds": rounds,
+            "alerts": [asdict(verdict) for verdict in verdicts],
+            "joint": [asdict(joint) for joint in joints],
+        }
         holding = [verdict for verdict in verdicts if verdict.holds]
-        if holding:
-            best = max(holding, key=lambda verdict: abs(verdict.z))
-            reason = (
-                f"confirmed: {best.metric} c={best.concurrency} {best.change_pct:+.1f} % "
-                f"[{best.ci_low_pct:+.1f}, {best.ci_high_pct:+.1f}] p={best.p_value:.1g}, "
-                f"{len(best.base_values)}+{len(best.head_values)} runs"
-            )
+        joint_holding = [joint for joint in joints if joint.holds]
+        if holding or joint_holding:
+            if holding:
+                best = max(holding, key=lambda verdict: abs(verdict.z))
+                reason = (
+                    f"confirmed: {best.metric} c={best.concurrency} {best.change_pct:+.1f} % "
+                    f"[{best.ci_low_pct:+.1f}, {best.ci_high_pct:+.1f}] p={best.p_value:.1g}, "
+                    f"{len(best.base_values)}+{len(best.head_values)} runs"
+                )
+            else:
+                joint = min(joint_holding, key=lambda item: item.p_value)
+                reason = (
+                    f"confirmed: {joint.series} series of {joint.suite} · {joint.hardware} together, "
+                    f"{joint.shift:+.1f} noise units p={joint.p_value:.1g}, "
+                    f"{joint.base_runs}+{joint.head_runs} runs"
+                )
             confirmed = _state_set(group=group, state=GroupState.CONFIRMED, evidence=evidence, reason=reason)
             return GroupState.CONFIRMED, "confirmed" if confirmed else ""
-        promising = [verdict for verdict in verdicts if verdict.p_value < HOPELESS_P]
-        if promising and rounds < MAX_ROUNDS:
+        p_values = [verdict.p_value for verdict in verdicts] + [joint.p_value for joint in joints]
+        if any(p < HOPELESS_P for p in p_values) and rounds < MAX_ROUNDS:
             AlertGroup.objects.filter(pk=group.pk).update(evidence={**evidence, "rounds": rounds + 1})
             return GroupState.SUSPECTED, "again"
-        best_p = min((verdict.p_value for verdict in verdicts), default=1.0)
+        best_p = min(p_values, default=1.0)
         reason = f"dismissed: no change held on {rounds} round(s) of repeats (best p={best_p:.2g})"
         _state_set(group=group, state=GroupState.DISMISSED, evidence=evidence, reason=reason)
         return GroupState.DISMISSED, ""
