@@ -206,3 +206,53 @@ def test_a_change_much_larger_than_the_dismissed_one_at_its_range_is_a_new_group
     new = AlertGroup.objects.exclude(pk=group.pk).get()
     assert (new.base_commit, new.head_commit) == (commits[STEP - 1], commits[STEP + 1])
     assert new.follows == group
+
+
+def _dismissed_elsewhere(*, status: str = "untriaged") -> tuple[AlertGroup, Suite, list[Commit]]:
+    """A suite with a real regression at STEP, and another suite's group at exactly (STEP - 1, STEP]
+    that verification dismissed."""
+    suite, commits = _store(seed=11, steps=decode(16, STEP, -0.15))
+    other = suite_create(name="another-suite")
+    run = run_with_values(commit=commits[STEP], suite=other, values={(16, "output_throughput_tok_s"): 100.0})
+    dismissed = AlertGroup.objects.create(
+        base_commit=commits[STEP - 1],
+        head_commit=commits[STEP],
+        kind=GroupKind.REGRESSION,
+        state=GroupState.DISMISSED,
+        status=status,
+        evidence={"rounds": 3, "alerts": []},
+    )
+    Alert.objects.create(
+        group=dismissed,
+        series=Series.objects.get(pk=run.measurements.get().series_id),
+        kind=AlertKind.REGRESSION,
+        before_value=100.0,
+        after_value=97.0,
+        change_pct=-3.0,
+    )
+    return dismissed, suite, commits
+
+
+@pytest.mark.django_db
+def test_a_change_at_another_suites_dismissed_range_reopens_that_group_for_verification() -> None:
+    dismissed, suite, _ = _dismissed_elsewhere()
+
+    suite_detect_history()
+
+    dismissed.refresh_from_db()
+    assert dismissed.state == GroupState.SUSPECTED
+    assert dismissed.evidence["rounds"] == 1 and dismissed.evidence["dismissed_before"]["rounds"] == 3
+    suites = set(dismissed.alerts.values_list("series__suite_id", flat=True))
+    assert suite.pk in suites and len(suites) == 2
+    assert AlertGroup.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_group_a_person_closed_is_not_reopened() -> None:
+    dismissed, suite, _ = _dismissed_elsewhere(status="invalid")
+
+    suite_detect_history()
+
+    dismissed.refresh_from_db()
+    assert dismissed.state == GroupState.DISMISSED
+    assert not dismissed.alerts.filter(series__suite=suite).exists()

@@ -46,6 +46,7 @@ from dashboard.regressions.models import (
     GroupKind,
     GroupState,
     TriageEvent,
+    TriageStatus,
 )
 
 logger = logging.getLogger(__name__)
@@ -397,8 +398,8 @@ def _window_analyse(
                     "follows_id": dismissed.group_id if dismissed else None,
                 },
             )
-            if group.state == GroupState.DISMISSED:
-                continue  # a dismissed group of another suite's alerts at this very range
+            if group.state == GroupState.DISMISSED and not _reopen(group=group, series=series):
+                continue
             group_id = group.pk
             known.append(
                 _KnownGroup(
@@ -449,6 +450,35 @@ def _window_analyse(
         group_ids=frozenset(group_ids),
         outliers=outliers,
     )
+
+
+def _reopen(*, group: AlertGroup, series: Sequence[Series]) -> bool:
+    """A change of another suite (or hardware class) at the very range of a dismissed group: one range is
+    one group, so that group is suspected again and its verification repeats run on the new series too
+    (its own alerts keep their repeats and are judged again on them). Dropping the change instead lost
+    real ones for good: a 6.4x revert was never raised because another suite's noise had been dismissed
+    at its commit. Returns whether it reopened; a group a person closed stays as it is."""
+    if not series or group.status not in (TriageStatus.UNTRIAGED, TriageStatus.INVESTIGATING):
+        return False
+    now = timezone.now()
+    reopened = AlertGroup.objects.filter(pk=group.pk, state=GroupState.DISMISSED).update(
+        state=GroupState.SUSPECTED,
+        state_changed_at=now,
+        # A new first round: the new series get their repeats, the dismissed verdict is kept beside.
+        evidence={"rounds": 1, "dismissed_before": group.evidence},
+        updated_at=now,
+    )
+    if reopened:
+        TriageEvent.objects.create(
+            group=group,
+            field="state",
+            old_value=GroupState.DISMISSED,
+            new_value=(
+                f"suspected again: {series[0].suite.name} · {series[0].hardware_class} changed at this range"
+            ),
+        )
+        group.state = GroupState.SUSPECTED
+    return bool(reopened)
 
 
 def _alert_kind(*, series: Series, change_pct: float) -> str:
