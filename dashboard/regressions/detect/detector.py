@@ -1,5 +1,8 @@
 """Change points in one series of per-commit values (pure numpy/scipy, no Django).
 
+Longer than 500 lines: the whole per-series method in one module, each step below feeding the next (the
+scales, the segmentation and its rescans, the autocorrelation correction and the pruning with its tests).
+
 The method is the one that measured best in shared/notes/change-points.md:
 
 1. log space for strictly positive series, so a 5 % step has the same size at any level and
