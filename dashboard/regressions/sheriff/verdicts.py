@@ -6,9 +6,10 @@ class of its alerts (kind `verification`, interleaved, `PERFWATCH_VERIFICATION_R
 of new commits and within the suite's daily GPU-hour budget. When the repeats are in, every alert is
 tested on those repeats alone (`statistics.change_estimate`), never on the runs that raised the alarm,
 which were picked for looking changed: one that holds (significant in the detected direction, and at
-least the metric's minimum change) confirms the group, which then notifies once and is searched. When
-none can hold, the group is dismissed and keeps its evidence; when the repeats cannot tell yet, as many
-again are run.
+least the metric's minimum change) confirms the group, which then notifies once and is searched. The
+alerted series of each suite and hardware class are also tested together on the same repeats (`joint`),
+with the group's error rate shared among every test. When none can hold, the group is dismissed and keeps
+its evidence; when the repeats cannot tell yet, as many again are run.
 
 Every step is a function of what the database holds (runs, measurements, the group's row under its lock),
 so a lost message or a task run twice only delays a verdict, never doubles one.
