@@ -9,6 +9,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
+from django.db.models import QuerySet
+
 from dashboard.benchmarks.models import (
     Measurement,
     RunKind,
@@ -52,17 +54,26 @@ def end_values(*, series_id: int, commit_id: int) -> list[float]:
     )
 
 
+def fresh_measurements(
+    *, series_ids: Sequence[int], commit_id: int, since: datetime
+) -> QuerySet[Measurement]:
+    """The measurements of the verification runs at a commit queued after `since` (a group's creation):
+    runs made to test a change, never those that raised it."""
+    return Measurement.objects.filter(
+        series_id__in=list(series_ids),
+        commit_id=commit_id,
+        run__status=RunStatus.SUCCEEDED,
+        run__kind=RunKind.VERIFICATION,
+        run__queued_at__gte=since,
+    )
+
+
 def fresh_values(*, series_id: int, commit_id: int, since: datetime) -> list[float]:
-    """The values of the verification runs at a commit queued after `since` (a group's creation): runs
-    made to test a change, never those that raised it."""
+    """One series' values of the fresh verification runs at a commit (see `fresh_measurements`)."""
     return list(
-        Measurement.objects.filter(
-            series_id=series_id,
-            commit_id=commit_id,
-            run__status=RunStatus.SUCCEEDED,
-            run__kind=RunKind.VERIFICATION,
-            run__queued_at__gte=since,
-        ).values_list("value", flat=True)
+        fresh_measurements(series_ids=[series_id], commit_id=commit_id, since=since).values_list(
+            "value", flat=True
+        )
     )
 
 

@@ -25,13 +25,14 @@ from datetime import datetime
 
 from scipy import stats
 
-from dashboard.benchmarks.models import Measurement, RunKind, RunStatus, Series
+from dashboard.benchmarks.models import Series
 from dashboard.regressions.detect.windows import series_window
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
     NOISE_POINTS,
     OUTLIER_SIGMAS,
     difference_noise,
+    fresh_measurements,
 )
 
 
@@ -114,12 +115,8 @@ def joint_test(
 def fresh_runs(*, series_ids: Sequence[int], commit_id: int, since: datetime) -> dict[int, dict[int, float]]:
     """The log values of the verification runs at a commit queued since `since`, by run and series."""
     runs: dict[int, dict[int, float]] = defaultdict(dict)
-    for run_id, series_id, value in Measurement.objects.filter(
-        series_id__in=list(series_ids),
-        commit_id=commit_id,
-        run__status=RunStatus.SUCCEEDED,
-        run__kind=RunKind.VERIFICATION,
-        run__queued_at__gte=since,
+    for run_id, series_id, value in fresh_measurements(
+        series_ids=series_ids, commit_id=commit_id, since=since
     ).values_list("run_id", "series_id", "value"):
         if value > 0:
             runs[run_id][series_id] = math.log(value)

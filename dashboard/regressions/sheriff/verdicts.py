@@ -145,28 +145,33 @@ def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert], alpha: float)
     return verdicts
 
 
+def _by_pair(alerts: Sequence[Alert]) -> dict[tuple[int, str], list[Alert]]:
+    """A group's alerts by suite and hardware class: the alerts one joint test takes together."""
+    pairs: dict[tuple[int, str], list[Alert]] = defaultdict(list)
+    for alert in alerts:
+        pairs[(alert.series.suite_id, alert.series.hardware_class)].append(alert)
+    return pairs
+
+
 def _joint_verdicts(
     *, group: AlertGroup, alerts: Sequence[Alert], verdicts: Sequence[AlertVerdict], alpha: float
 ) -> list[JointVerdict]:
     """Each suite and hardware class with two or more alerted series: their change taken together."""
     by_alert = {verdict.alert_id: verdict for verdict in verdicts}
-    members: dict[tuple[int, str], list[tuple[JointSeries, AlertVerdict]]] = defaultdict(list)
-    for alert in alerts:
-        verdict = by_alert.get(alert.pk)
-        if verdict is None:
-            continue
-        members[(alert.series.suite_id, alert.series.hardware_class)].append(
+    joints = []
+    for _, pair_alerts in sorted(_by_pair(alerts).items()):
+        items = [
             (
                 JointSeries(
                     series=alert.series,
                     direction=1 if alert.change_pct > 0 else -1,
-                    sigma_log=verdict.sigma_log,
+                    sigma_log=by_alert[alert.pk].sigma_log,
                 ),
-                verdict,
+                by_alert[alert.pk],
             )
-        )
-    joints = []
-    for _, items in sorted(members.items()):
+            for alert in pair_alerts
+            if alert.pk in by_alert
+        ]
         joint = joint_verdict(
             members=[member for member, _ in items],
             base_commit_id=group.base_commit_id,
@@ -183,10 +188,8 @@ def _joint_verdicts(
 def _tests_count(alerts: Sequence[Alert]) -> int:
     """How many tests a group's verdict makes: one per alert, and one per suite and hardware class with
     two or more alerts (the joint test). The group's error rate is shared among them (Bonferroni)."""
-    per_pair: dict[tuple[int, str], int] = defaultdict(int)
-    for alert in alerts:
-        per_pair[(alert.series.suite_id, alert.series.hardware_class)] += 1
-    return max(len(alerts) + sum(count >= 2 for count in per_pair.values()), 1)
+    joint_tests = sum(len(pair_alerts) >= 2 for pair_alerts in _by_pair(alerts).values())
+    return max(len(alerts) + joint_tests, 1)
 
 
 # Verification
