@@ -1,3 +1,5 @@
+import contextlib
+import fcntl
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,14 +21,31 @@ def _static_collected() -> None:
     from django.core.management import call_command
 
     manifest = Path(settings.STATIC_ROOT) / "staticfiles.json"
-    if manifest.exists():
-        collected_at = manifest.stat().st_mtime
-        sources = (
-            Path(storage.path(path)) for finder in finders.get_finders() for path, storage in finder.list([])
-        )
-        if all(source.stat().st_mtime <= collected_at for source in sources):
-            return
-    call_command("collectstatic", interactive=False, verbosity=0)
+    # `make test` starts two pytest processes at once: one collects while the other waits for it.
+    with open(Path(settings.STATIC_ROOT).parent / "staticfiles.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if manifest.exists():
+            collected_at = manifest.stat().st_mtime
+            sources = (
+                Path(storage.path(path))
+                for finder in finders.get_finders()
+                for path, storage in finder.list([])
+            )
+            if all(source.stat().st_mtime <= collected_at for source in sources):
+                return
+        call_command("collectstatic", interactive=False, verbosity=0)
+
+
+@contextlib.contextmanager
+def loaded_once(django_db_blocker) -> Iterator[None]:
+    """For a module or package fixture: data loaded once for several tests, in one transaction rolled back
+    when they are done. Each test runs in a savepoint of it, so what one test changes is gone before the
+    next one starts (transactional and live-server tests cannot share it this way)."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield
+        transaction.set_rollback(True)
 
 
 @pytest.fixture(scope="session")

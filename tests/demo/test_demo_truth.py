@@ -24,9 +24,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.timeout(600)]
 
 
 @pytest.fixture
-def demo(db) -> list[dict]:
-    for command in ("load_demo", "load_demo_github", "detect_alerts", "verify_demo"):
-        call_command(command, stdout=StringIO())
+def demo(demo_settings, db) -> list[dict]:
     out = StringIO()
     call_command("demo_truth", stdout=out)
     return json.loads(out.getvalue())

