@@ -5,6 +5,8 @@ and a run on its way counts."""
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Callable
 
 import numpy as np
 
@@ -16,6 +18,7 @@ from dashboard.regressions.sheriff.posterior import (
     posterior,
     prior_weights,
     projection_fit,
+    two_changes,
 )
 
 SCALE = 0.2  # one run's share of the change is known to about a fifth of the change
@@ -145,3 +148,22 @@ def test_one_run_alone_never_names_its_commit() -> None:
     probabilities = posterior(prior=prior, observations=two, length=4)
     runs = {1: 2, 2: 2, 3: 1}
     assert culprit_found(probabilities=probabilities, runs=runs, prior=prior, observations=two) == 1
+
+
+def test_two_changes_are_read_only_where_the_runs_sit_at_three_levels() -> None:
+    rng = random.Random(11)
+    prior = prior_weights(docs_only=[False] * 8)
+
+    def runs(level: Callable[[int], float]) -> list[tuple[Observation, float]]:
+        return [(Observation(i, level(i) + rng.gauss(0, 0.1)), 0.1) for i in range(1, 8) for _ in range(2)]
+
+    halfway = two_changes(
+        prior=prior, observations=runs(lambda i: 0.0 if i < 3 else 0.45 if i < 6 else 1.0), length=8
+    )
+    assert halfway is not None and halfway.factor > 1e6
+    assert (halfway.first, halfway.second, halfway.larger) == (3, 6, 6)
+    assert halfway.probability > 0.99
+    # One change, with a slow run in the middle of the old level: one change explains it better.
+    slow = [*runs(lambda i: float(i >= 5)), (Observation(2, 0.5), 0.1)]
+    one = two_changes(prior=prior, observations=slow, length=8)
+    assert one is not None and one.factor < 1

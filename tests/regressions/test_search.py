@@ -312,3 +312,28 @@ def test_a_verdict_waits_for_its_own_repeats_only(settings) -> None:
     )
 
     assert group_judge(group_id=group.pk) == GroupState.CONFIRMED
+
+
+def test_a_range_of_two_changes_whose_cap_is_spent_names_the_larger_and_opens_the_smaller(settings) -> None:
+    # -4 % at 32 and -4.5 % at 35, three runs at every commit of the range: the runs between them sit
+    # halfway, so the one-change posterior splits between the two commits and names neither, and the cap
+    # leaves no run to tell them apart.
+    settings.PERFWATCH_SEARCH_MAX_RUNS = 0
+
+    def level(index: int) -> float:
+        return LEVEL * (0.96 if index >= 32 else 1.0) * (0.955 if index >= 35 else 1.0)
+
+    world = World(level=level, benchmarked=lambda i: True, seed=7)
+    for index in range(BASE + 1, HEAD):
+        _repeats(world, index, 2)
+    group = world.confirmed()
+
+    group_search(group_id=group.pk)
+
+    group.refresh_from_db()
+    assert group.evidence["search"]["stopped"] == "found_at_cap_of_two"
+    assert world.range_of(group) == (34, 35)
+    second = AlertGroup.objects.exclude(pk=group.pk).get()
+    base, head = world.range_of(second)
+    assert base < 32 <= head < 35
+    assert second.kind == GroupKind.REGRESSION

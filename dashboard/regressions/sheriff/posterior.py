@@ -131,7 +131,7 @@ def projection_fit(
     return Projection(old=old, new=new, sigma=kept, scale=scale)
 
 
-def _mixture_log_density(value: float | np.ndarray, level: float, scale: float) -> np.ndarray:
+def _mixture_log_density(value: float | np.ndarray, level: float | np.ndarray, scale: float) -> np.ndarray:
     broad = max(OUTLIER_SPREAD, 10 * scale)
     normal = np.exp(-0.5 * ((value - level) / scale) ** 2) / (math.sqrt(2 * math.pi) * scale)
     wide = np.exp(-0.5 * ((value - level) / broad) ** 2) / (math.sqrt(2 * math.pi) * broad)
@@ -249,3 +249,74 @@ def overlap(first: np.ndarray, second: np.ndarray) -> float:
     """How much two posteriors over the same candidates agree (Bhattacharyya coefficient): 1 when they
     are the same, 0 when no candidate is likely under both."""
     return float(np.sqrt(np.clip(first, 0, None) * np.clip(second, 0, None)).sum())
+
+
+# The levels a middle stretch between two changes may sit at, in shares of the whole change: a level
+# nearer either end than this is one change, which the one-change posterior already weighs.
+_MIDDLE_LEVELS = np.linspace(0.15, 0.85, 15)
+# How much better two changes must explain the runs than one (a Bayes factor) before they are believed.
+TWO_CHANGES_FACTOR = 20.0
+
+
+@dataclass(frozen=True)
+class TwoChanges:
+    """The range read as two changes: their likeliest candidates (c1 < c2), how likely that pair is, where
+    the commits between them sit (the middle level's posterior mean, in shares of the whole change), and
+    how many times better two changes explain the runs than one."""
+
+    first: int
+    second: int
+    probability: float
+    middle: float
+    factor: float
+
+    @property
+    def larger(self) -> int:
+        """The candidate of the larger of the two changes."""
+        return self.second if self.middle < 0.5 else self.first
+
+
+def two_changes(
+    *, prior: np.ndarray, observations: Sequence[tuple[Observation, float]], length: int
+) -> TwoChanges | None:
+    """The range as two changes, at candidates c1 < c2 with the commits between them at one middle level
+    (commits before c1 at 0, from c2 on at 1): the runs of a range that holds two changes of about one
+    size sit at three levels, and the one-change posterior, split between them, names neither. None for
+    a range of fewer than three commits."""
+    if length < 2:
+        return None
+    levels = np.concatenate([[0.0, 1.0], _MIDDLE_LEVELS])
+    loglik = np.zeros((length + 1, len(levels)))  # by commit index and level
+    for observation, scale in observations:
+        if 0 < observation.index < length:
+            loglik[observation.index] += _mixture_log_density(observation.share, levels, scale)
+    cumulative = np.vstack([np.zeros(len(levels)), np.cumsum(loglik[1:length], axis=0)])  # commits 1..k
+
+    def stretch(first: int, last: int) -> np.ndarray:  # commits first..last-1, at each level
+        return cumulative[last - 1] - cumulative[first - 1]
+
+    log_prior = np.log(prior)
+    one = float(
+        np.logaddexp.reduce(
+            [log_prior[c - 1] + stretch(1, c)[0] + stretch(c, length)[1] for c in range(1, length + 1)]
+        )
+    )
+    pairs = [(c1, c2) for c1 in range(1, length + 1) for c2 in range(c1 + 1, length + 1)]
+    pair_prior = float(np.logaddexp.reduce([log_prior[c1 - 1] + log_prior[c2 - 1] for c1, c2 in pairs]))
+    by_pair = []
+    middles = []
+    for c1, c2 in pairs:
+        by_level = stretch(c1, c2)[2:] + log_prior[c1 - 1] + log_prior[c2 - 1] - pair_prior
+        by_level += stretch(1, c1)[0] + stretch(c2, length)[1] - math.log(len(_MIDDLE_LEVELS))
+        total = float(np.logaddexp.reduce(by_level))
+        by_pair.append(total)
+        middles.append(float((np.exp(by_level - total) * _MIDDLE_LEVELS).sum()))
+    two = float(np.logaddexp.reduce(by_pair))
+    best = int(np.argmax(by_pair))
+    return TwoChanges(
+        first=pairs[best][0],
+        second=pairs[best][1],
+        probability=math.exp(by_pair[best] - two),
+        middle=middles[best],
+        factor=math.exp(min(two - one, 700.0)),
+    )

@@ -11,7 +11,9 @@ for its page, so a lost message or a task run twice only delays the search, neve
 
 A culprit must explain its group: when the runs on either side of it still differ from their end of the
 range, that remainder is a second change, opened as its own suspected group (verified on fresh runs, then
-searched like any other). Regressions are searched first, then trade-offs, then improvements.
+searched like any other). A search whose run cap is spent while its runs sit at three levels reads the
+range as two changes, names the larger one, and the same remainder test opens the other. Regressions are
+searched first, then trade-offs, then improvements.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from dashboard.regressions.sheriff.evidence import (
 )
 from dashboard.regressions.sheriff.posterior import (
     CULPRIT_PROBABILITY,
+    TWO_CHANGES_FACTOR,
     Observation,
     Projection,
     culprit_found,
@@ -71,6 +74,7 @@ from dashboard.regressions.sheriff.posterior import (
     posterior,
     prior_weights,
     projection_fit,
+    two_changes,
 )
 from dashboard.regressions.sheriff.profiles import profiles_request
 
@@ -449,6 +453,12 @@ def group_search(*, group_id: int) -> SearchStep:
                 view = _View(
                     probabilities, view.consistent, view.guides, best, probabilities, list(pairs), []
                 )
+            elif view.consistent and (larger := _two_changes_culprit(pairs=pairs, prior=prior)) is not None:
+                # Two changes in one range: the larger one is named, and the remainder test below
+                # opens the other as a group of its own.
+                best, of_larger = larger
+                stopped = "found_at_cap_of_two"
+                view = _View(of_larger, True, view.guides, best, of_larger, list(pairs), [])
         if best is not None:
             parent, culprit = commits[best], commits[best + 1]
             search["culprit"] = culprit.sha
@@ -539,6 +549,30 @@ def _spent_culprit(*, probabilities: np.ndarray, pairs: Sequence[_PairEvidence])
         if 0 < index < length and not any(pair.runs.get(index, 0) for pair in pairs):
             return None
     return best
+
+
+def _two_changes_culprit(
+    *, pairs: Sequence[_PairEvidence], prior: np.ndarray
+) -> tuple[int, np.ndarray] | None:
+    """Once the run cap is spent without a culprit: when the range's runs sit at three levels, explained
+    by two changes `TWO_CHANGES_FACTOR` times better than by one, and one pair of commits holds
+    `SPENT_PROBABILITY` of that reading, the larger change's parent index and the posterior to show
+    (the pair's two commits); else None."""
+    observations = [
+        (observation, pair.projection.scale)
+        for pair in pairs
+        if pair.projection is not None
+        for observation in pair.observations
+    ]
+    read = two_changes(prior=prior, observations=observations, length=len(prior))
+    if read is None or read.factor < TWO_CHANGES_FACTOR or read.probability < SPENT_PROBABILITY:
+        return None
+    for index in (read.first - 1, read.first, read.second - 1, read.second):
+        if 0 < index < len(prior) and not any(pair.runs.get(index, 0) for pair in pairs):
+            return None
+    shown = np.zeros(len(prior))
+    shown[read.larger - 1] = read.probability
+    return read.larger - 1, shown
 
 
 def _evidence_save(group: AlertGroup, search: dict[str, Any]) -> None:
