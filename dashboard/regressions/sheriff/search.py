@@ -544,11 +544,12 @@ def _spent_culprit(*, probabilities: np.ndarray, pairs: Sequence[_PairEvidence])
     best = int(np.argmax(probabilities))
     if probabilities[best] < SPENT_PROBABILITY:
         return None
-    length = len(probabilities)
-    for index in (best, best + 1):
-        if 0 < index < length and not any(pair.runs.get(index, 0) for pair in pairs):
-            return None
-    return best
+    return best if _all_run(pairs=pairs, indices=(best, best + 1), length=len(probabilities)) else None
+
+
+def _all_run(*, pairs: Sequence[_PairEvidence], indices: Sequence[int], length: int) -> bool:
+    """Whether every commit at `indices` inside the range (0 < index < length) has a finished run."""
+    return all(any(pair.runs.get(index, 0) for pair in pairs) for index in indices if 0 < index < length)
 
 
 def _two_changes_culprit(
@@ -556,20 +557,20 @@ def _two_changes_culprit(
 ) -> tuple[int, np.ndarray] | None:
     """Once the run cap is spent without a culprit: when the range's runs sit at three levels, explained
     by two changes `TWO_CHANGES_FACTOR` times better than by one, and one pair of commits holds
-    `SPENT_PROBABILITY` of that reading, the larger change's parent index and the posterior to show
-    (the pair's two commits); else None."""
+    `SPENT_PROBABILITY` of that reading, with both commits at each of its boundaries run: the larger
+    change's parent index and the posterior to show (that commit at the pair's probability); else None."""
     observations = [
         (observation, pair.projection.scale)
         for pair in pairs
-        if pair.projection is not None
+        if pair.projection is not None  # every searched pair has one; the check is for the type
         for observation in pair.observations
     ]
     read = two_changes(prior=prior, observations=observations, length=len(prior))
     if read is None or read.factor < TWO_CHANGES_FACTOR or read.probability < SPENT_PROBABILITY:
         return None
-    for index in (read.first - 1, read.first, read.second - 1, read.second):
-        if 0 < index < len(prior) and not any(pair.runs.get(index, 0) for pair in pairs):
-            return None
+    boundaries = (read.first - 1, read.first, read.second - 1, read.second)
+    if not _all_run(pairs=pairs, indices=boundaries, length=len(prior)):
+        return None
     shown = np.zeros(len(prior))
     shown[read.larger - 1] = read.probability
     return read.larger - 1, shown
