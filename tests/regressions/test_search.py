@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import cast
 
 import pytest
+from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState
@@ -333,6 +334,9 @@ def test_a_range_of_two_changes_whose_cap_is_spent_names_the_larger_and_opens_th
     group.refresh_from_db()
     assert group.evidence["search"]["stopped"] == "found_at_cap_of_two"
     assert world.range_of(group) == (34, 35)
+    assert (
+        "as the larger of two changes in the range" in Client().get(f"/alerts/{group.pk}/").content.decode()
+    )
     second = AlertGroup.objects.exclude(pk=group.pk).get()
     base, head = world.range_of(second)
     assert base < 32 <= head < 35
