@@ -440,7 +440,8 @@ class PosteriorRow:
 class CulpritSearch:
     """Where a confirmed group's culprit search stands: its posterior over the searched range, its runs
     against the cap, and why it stopped if it did ("found"; "found_at_cap", at 95 % once its runs were
-    spent; "found_at_cap_of_two", the larger of two changes read in the range; or "cap")."""
+    spent; "found_of_two", the larger of two changes read in the range, whose pair of commits holds 99 %;
+    "found_at_cap_of_two", the same at 95 % once its runs were spent; or "cap")."""
 
     rows: tuple[PosteriorRow, ...]
     runs_queued: int

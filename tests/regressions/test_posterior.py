@@ -12,6 +12,7 @@ import numpy as np
 
 from dashboard.regressions.sheriff.posterior import (
     CULPRIT_PROBABILITY,
+    TWO_CHANGES_FACTOR,
     Observation,
     information_gain,
     next_commit,
@@ -19,6 +20,7 @@ from dashboard.regressions.sheriff.posterior import (
     prior_weights,
     projection_fit,
     two_changes,
+    two_changes_next,
 )
 
 SCALE = 0.2  # one run's share of the change is known to about a fifth of the change
@@ -167,3 +169,22 @@ def test_two_changes_are_read_only_where_the_runs_sit_at_three_levels() -> None:
     slow = [*runs(lambda i: float(i >= 5)), (Observation(2, 0.5), 0.1)]
     one = two_changes(prior=prior, observations=slow, length=8)
     assert one is not None and one.factor < 1
+
+
+def test_under_two_changes_the_next_run_goes_beside_the_change_still_in_doubt() -> None:
+    # Commits 1..2 old and 3..4 halfway, each run twice; 5 and 6 not run: the first change is at 3, the
+    # second at 5, 6 or 7. A run at 3 or 4 tells nothing more; one at 5 or 6 tells where the second is.
+    prior = prior_weights(docs_only=[False] * 7)
+    shares = {1: 0.0, 2: 0.0, 3: 0.5, 4: 0.5}
+    observed = [
+        (Observation(i, share + delta), SCALE) for i, share in shares.items() for delta in (-0.05, 0.05)
+    ]
+    read = two_changes(prior=prior, observations=observed, length=7)
+    assert read is not None and read.factor > TWO_CHANGES_FACTOR and read.first == 3
+    runs = {i: 2 for i in shares}
+
+    choice = two_changes_next(read=read, scale=SCALE, pending={}, runs=runs, length=7)
+    assert choice is not None and choice.index in (5, 6)
+    # With a run already on its way there, the other one is next.
+    again = two_changes_next(read=read, scale=SCALE, pending={choice.index: 2}, runs=runs, length=7)
+    assert again is not None and again.index in (5, 6) and again.index != choice.index

@@ -341,3 +341,29 @@ def test_a_range_of_two_changes_whose_cap_is_spent_names_the_larger_and_opens_th
     base, head = world.range_of(second)
     assert base < 32 <= head < 35
     assert second.kind == GroupKind.REGRESSION
+
+
+def test_a_range_of_two_changes_is_searched_at_their_boundaries_until_the_larger_is_named(settings) -> None:
+    # -4.5 % at 32 and -5 % at 34, one run at every commit of the range: the runs at 32 and 33 sit about
+    # halfway. The one-change search keeps running 33 (where its posterior splits), whose runs cannot
+    # tell its candidates apart, and would spend its cap there; once half of it is spent, the range is
+    # read as two changes, the runs go to the commits beside each change, and the search names the
+    # larger before its cap.
+    def level(index: int) -> float:
+        return LEVEL * (0.955 if index >= 32 else 1.0) * (0.95 if index >= 34 else 1.0)
+
+    world = World(level=level, benchmarked=lambda i: True, seed=9)
+    group = world.confirmed()
+
+    ran = world.search(group)
+
+    group.refresh_from_db()
+    assert group.evidence["search"]["stopped"] == "found_of_two"
+    assert world.range_of(group) == (33, 34)
+    page = Client().get(f"/alerts/{group.pk}/").content.decode()
+    assert "found as the larger of two changes in the range: the pair of commits holds at least 99 %" in page
+    assert {31, 32, 33, 34} <= set(ran)
+    assert len(ran) < settings.PERFWATCH_SEARCH_MAX_RUNS
+    second = AlertGroup.objects.exclude(pk=group.pk).get()
+    base, head = world.range_of(second)
+    assert base < 32 <= head < 34

@@ -258,22 +258,35 @@ _MIDDLE_LEVELS = np.linspace(0.15, 0.85, 15)
 TWO_CHANGES_FACTOR = 20.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TwoChanges:
     """The range read as two changes: their likeliest candidates (c1 < c2), how likely that pair is, where
     the commits between them sit (the middle level's posterior mean, in shares of the whole change), and
-    how many times better two changes explain the runs than one."""
+    how many times better two changes explain the runs than one; and every pair's candidates, posterior
+    and middle level, which say where the next run tells most."""
 
     first: int
     second: int
     probability: float
     middle: float
     factor: float
+    candidates: np.ndarray  # (pairs, 2): c1, c2
+    weights: np.ndarray  # (pairs,): each pair's posterior, summing to 1
+    middles: np.ndarray  # (pairs,): each pair's middle level
 
     @property
     def larger(self) -> int:
         """The candidate of the larger of the two changes."""
         return self.second if self.middle < 0.5 else self.first
+
+    def levels_at(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """The levels a run at commit `index` may show under this reading, and how likely each is."""
+        first, second = self.candidates[:, 0], self.candidates[:, 1]
+        level = np.where(index < first, 0.0, np.where(index < second, self.middles, 1.0))
+        # Middles are rounded to a twentieth of the change: close levels tell a run apart no better.
+        rounded = np.round(level * 20) / 20
+        values, inverse = np.unique(rounded, return_inverse=True)
+        return values, np.bincount(inverse, weights=self.weights, minlength=len(values))
 
 
 def two_changes(
@@ -290,33 +303,69 @@ def two_changes(
     for observation, scale in observations:
         if 0 < observation.index < length:
             loglik[observation.index] += _mixture_log_density(observation.share, levels, scale)
-    cumulative = np.vstack([np.zeros(len(levels)), np.cumsum(loglik[1:length], axis=0)])  # commits 1..k
-
-    def stretch(first: int, last: int) -> np.ndarray:  # commits first..last-1, at each level
-        return cumulative[last - 1] - cumulative[first - 1]
-
+    # cumulative[k]: commits 1..k at each level; commits first..last-1 are cumulative[last-1] - [first-1].
+    cumulative = np.vstack([np.zeros(len(levels)), np.cumsum(loglik[1:length], axis=0)])
     log_prior = np.log(prior)
+    c = np.arange(1, length + 1)
     one = float(
         np.logaddexp.reduce(
-            [log_prior[c - 1] + stretch(1, c)[0] + stretch(c, length)[1] for c in range(1, length + 1)]
+            log_prior[c - 1] + cumulative[c - 1, 0] + cumulative[length - 1, 1] - cumulative[c - 1, 1]
         )
     )
-    pairs = [(c1, c2) for c1 in range(1, length + 1) for c2 in range(c1 + 1, length + 1)]
-    pair_prior = float(np.logaddexp.reduce([log_prior[c1 - 1] + log_prior[c2 - 1] for c1, c2 in pairs]))
-    by_pair = []
-    middles = []
-    for c1, c2 in pairs:
-        by_level = stretch(c1, c2)[2:] + log_prior[c1 - 1] + log_prior[c2 - 1] - pair_prior
-        by_level += stretch(1, c1)[0] + stretch(c2, length)[1] - math.log(len(_MIDDLE_LEVELS))
-        total = float(np.logaddexp.reduce(by_level))
-        by_pair.append(total)
-        middles.append(float((np.exp(by_level - total) * _MIDDLE_LEVELS).sum()))
+    first, second = np.triu_indices(length, k=1)
+    first, second = first + 1, second + 1  # every pair 1 <= c1 < c2 <= length
+    pair_log_prior = log_prior[first - 1] + log_prior[second - 1]
+    pair_log_prior -= np.logaddexp.reduce(pair_log_prior)
+    middle = cumulative[second - 1, 2:] - cumulative[first - 1, 2:]  # (pairs, middle levels)
+    sides = cumulative[first - 1, 0] + cumulative[length - 1, 1] - cumulative[second - 1, 1]
+    by_level = middle + (pair_log_prior + sides - math.log(len(_MIDDLE_LEVELS)))[:, None]
+    by_pair = np.logaddexp.reduce(by_level, axis=1)
     two = float(np.logaddexp.reduce(by_pair))
+    weights = np.exp(by_pair - two)
+    middles = (np.exp(by_level - by_pair[:, None]) * _MIDDLE_LEVELS).sum(axis=1)
     best = int(np.argmax(by_pair))
     return TwoChanges(
-        first=pairs[best][0],
-        second=pairs[best][1],
-        probability=math.exp(by_pair[best] - two),
-        middle=middles[best],
+        first=int(first[best]),
+        second=int(second[best]),
+        probability=float(weights[best]),
+        middle=float(middles[best]),
         factor=math.exp(min(two - one, 700.0)),
+        candidates=np.stack([first, second], axis=1),
+        weights=weights,
+        middles=middles,
     )
+
+
+def _levels_information(values: np.ndarray, weights: np.ndarray, scale: float) -> float:
+    """Mutual information (nats) between which of `values` a commit's level is (each with its weight)
+    and one run's share measured there with noise `scale`."""
+    keep = weights > 1e-12
+    values, weights = values[keep], weights[keep] / weights[keep].sum()
+    if len(values) < 2:
+        return 0.0
+    densities = np.exp(_mixture_log_density(_GRID[None, :], values[:, None], scale))
+    mixed = (weights[:, None] * densities).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(densities > 0, densities / mixed, 1.0)
+        terms = weights[:, None] * densities * np.log(ratio)
+    return float(np.nansum(terms) * _GRID_STEP)
+
+
+def two_changes_next(
+    *, read: TwoChanges, scale: float, pending: Mapping[int, int], runs: Mapping[int, int], length: int
+) -> Choice | None:
+    """Under the two-change reading: the commit of the range (0 < index < length) whose next run is
+    expected to tell most about which pair of commits changed, repeats included (as `information_gain`
+    counts runs on their way); on a tie, the one with fewer runs so far."""
+    best: Choice | None = None
+    best_key: tuple[float, int] | None = None
+    for index in range(1, length):
+        values, weights = read.levels_at(index)
+        waiting = pending.get(index, 0)
+        gain = _levels_information(values, weights, scale / math.sqrt(waiting + 1))
+        if waiting:
+            gain -= _levels_information(values, weights, scale / math.sqrt(waiting))
+        key = (round(max(gain, 0.0), 9), -runs.get(index, 0))
+        if best_key is None or key > best_key:
+            best, best_key = Choice(index=index, gain=max(gain, 0.0)), key
+    return best

@@ -11,9 +11,10 @@ for its page, so a lost message or a task run twice only delays the search, neve
 
 A culprit must explain its group: when the runs on either side of it still differ from their end of the
 range, that remainder is a second change, opened as its own suspected group (verified on fresh runs, then
-searched like any other). A search whose run cap is spent while its runs sit at three levels reads the
-range as two changes, names the larger one, and the same remainder test opens the other. Regressions are
-searched first, then trade-offs, then improvements.
+searched like any other). A search whose runs sit at three levels reads the range as two changes: once
+half its run cap is spent, its runs go where they tell the two apart; when one pair of commits holds 99 %
+(95 % once the cap is spent) it names the larger one, and the same remainder test opens the other.
+Regressions are searched first, then trade-offs, then improvements.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from dashboard.regressions.sheriff.posterior import (
     TWO_CHANGES_FACTOR,
     Observation,
     Projection,
+    TwoChanges,
     culprit_found,
     next_commit,
     overlap,
@@ -75,6 +77,7 @@ from dashboard.regressions.sheriff.posterior import (
     prior_weights,
     projection_fit,
     two_changes,
+    two_changes_next,
 )
 from dashboard.regressions.sheriff.profiles import profiles_request
 
@@ -446,6 +449,8 @@ def group_search(*, group_id: int) -> SearchStep:
         best = view.culprit
         spent = search["runs_queued"] >= cap and not any(pair.searching for pair in pairs)
         stopped = "found"
+        # Runs at three levels: the range read as two changes guides the next run and may name the larger.
+        two = _two_changes_read(pairs=pairs, prior=prior) if best is None and view.consistent else None
         if best is None and spent:
             best = _spent_culprit(probabilities=probabilities, pairs=pairs)
             if best is not None:
@@ -453,12 +458,15 @@ def group_search(*, group_id: int) -> SearchStep:
                 view = _View(
                     probabilities, view.consistent, view.guides, best, probabilities, list(pairs), []
                 )
-            elif view.consistent and (larger := _two_changes_culprit(pairs=pairs, prior=prior)) is not None:
-                # Two changes in one range: the larger one is named, and the remainder test below
-                # opens the other as a group of its own.
-                best, of_larger = larger
-                stopped = "found_at_cap_of_two"
-                view = _View(of_larger, True, view.guides, best, of_larger, list(pairs), [])
+        larger = None
+        if best is None and two is not None:
+            larger = _two_changes_culprit(read=two, pairs=pairs, prior=prior, spent=spent)
+        if larger is not None:
+            # Two changes in one range: the larger one is named, and the remainder test below opens
+            # the other as a group of its own.
+            best, of_larger = larger
+            stopped = "found_at_cap_of_two" if spent else "found_of_two"
+            view = _View(of_larger, True, view.guides, best, of_larger, list(pairs), [])
         if best is not None:
             parent, culprit = commits[best], commits[best + 1]
             search["culprit"] = culprit.sha
@@ -510,12 +518,15 @@ def group_search(*, group_id: int) -> SearchStep:
                 ),
             )
         else:
+            # Half the cap spent without a culprit: where the runs sit at three levels, the rest of them
+            # go where they tell the two changes apart.
+            guide_two = two if search["runs_queued"] >= cap // 2 else None
             for pair, guide in zip(pairs, view.guides, strict=True):
                 if sum(pair.searching.values()) >= PENDING_PER_PAIR or search["runs_queued"] >= cap:
                     continue
                 if _waits_for_more_urgent(group=group, suite=pair.suite, hardware_class=pair.hardware_class):
                     continue
-                run = _search_run(group=group, commits=commits, pair=pair, probabilities=guide)
+                run = _search_run(group=group, commits=commits, pair=pair, probabilities=guide, two=guide_two)
                 if run is not None:
                     queued.append(run)
                     search["runs_queued"] += 1
@@ -552,25 +563,47 @@ def _all_run(*, pairs: Sequence[_PairEvidence], indices: Sequence[int], length: 
     return all(any(pair.runs.get(index, 0) for pair in pairs) for index in indices if 0 < index < length)
 
 
-def _two_changes_culprit(
-    *, pairs: Sequence[_PairEvidence], prior: np.ndarray
-) -> tuple[int, np.ndarray] | None:
-    """Once the run cap is spent without a culprit: when the range's runs sit at three levels, explained
-    by two changes `TWO_CHANGES_FACTOR` times better than by one, and one pair of commits holds
-    `SPENT_PROBABILITY` of that reading, with both commits at each of its boundaries run: the larger
-    change's parent index and the posterior to show (that commit at the pair's probability); else None."""
-    observations = [
+def _two_changes_read(*, pairs: Sequence[_PairEvidence], prior: np.ndarray) -> TwoChanges | None:
+    """The range's runs read as two changes, when two explain them `TWO_CHANGES_FACTOR` times better
+    than one (the one-change posterior, split between the two, then names neither and guides badly: its
+    likeliest next run is at a commit between them, whose middle level it cannot place); else None."""
+    read = two_changes(prior=prior, observations=_scaled(pairs), length=len(prior))
+    return read if read is not None and read.factor >= TWO_CHANGES_FACTOR else None
+
+
+def _scaled(pairs: Sequence[_PairEvidence]) -> list[tuple[Observation, float]]:
+    return [
         (observation, pair.projection.scale)
         for pair in pairs
         if pair.projection is not None  # every searched pair has one; the check is for the type
         for observation in pair.observations
     ]
-    read = two_changes(prior=prior, observations=observations, length=len(prior))
-    if read is None or read.factor < TWO_CHANGES_FACTOR or read.probability < SPENT_PROBABILITY:
+
+
+def _two_changes_culprit(
+    *, read: TwoChanges, pairs: Sequence[_PairEvidence], prior: np.ndarray, spent: bool
+) -> tuple[int, np.ndarray] | None:
+    """Under the two-change reading: when one pair of commits holds `CULPRIT_PROBABILITY` of it, with
+    both commits at each of its boundaries run, and still does without any one run at a boundary (as
+    `culprit_found` asks of one change), or holds `SPENT_PROBABILITY` once the run cap is spent (as
+    `_spent_culprit` asks), the larger change's parent index and the posterior to show (that commit at
+    the pair's probability); else None."""
+    threshold = SPENT_PROBABILITY if spent else CULPRIT_PROBABILITY
+    if read.probability < threshold:
         return None
     boundaries = (read.first - 1, read.first, read.second - 1, read.second)
     if not _all_run(pairs=pairs, indices=boundaries, length=len(prior)):
         return None
+    observations = _scaled(pairs)
+    for left_out, (observation, _) in enumerate(observations):
+        if spent or observation.index not in boundaries:
+            continue
+        rest = [item for k, item in enumerate(observations) if k != left_out]
+        again = two_changes(prior=prior, observations=rest, length=len(prior))
+        if again is None or (again.first, again.second) != (read.first, read.second):
+            return None
+        if again.probability < threshold or again.factor < TWO_CHANGES_FACTOR:
+            return None
     shown = np.zeros(len(prior))
     shown[read.larger - 1] = read.probability
     return read.larger - 1, shown
@@ -582,12 +615,28 @@ def _evidence_save(group: AlertGroup, search: dict[str, Any]) -> None:
 
 
 def _search_run(
-    *, group: AlertGroup, commits: Sequence[Commit], pair: _PairEvidence, probabilities: np.ndarray
+    *,
+    group: AlertGroup,
+    commits: Sequence[Commit],
+    pair: _PairEvidence,
+    probabilities: np.ndarray,
+    two: TwoChanges | None,
 ) -> Run | None:
+    """Queue the pair's next search run where it tells most: about the one change, or, while the runs
+    read as two changes, about which pair of commits made them."""
     assert pair.projection is not None
-    choice = next_commit(
-        probabilities=probabilities, scale=pair.projection.scale, pending=pair.pending, runs=pair.runs
-    )
+    if two is not None:
+        choice = two_changes_next(
+            read=two,
+            scale=pair.projection.scale,
+            pending=pair.pending,
+            runs=pair.runs,
+            length=len(probabilities),
+        )
+    else:
+        choice = next_commit(
+            probabilities=probabilities, scale=pair.projection.scale, pending=pair.pending, runs=pair.runs
+        )
     if choice is None or choice.gain <= 0:
         return None
     commit = commits[choice.index]
