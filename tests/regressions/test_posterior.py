@@ -13,6 +13,7 @@ import numpy as np
 from dashboard.regressions.sheriff.posterior import (
     CULPRIT_PROBABILITY,
     TWO_CHANGES_FACTOR,
+    TWO_CHANGES_MAX_LENGTH,
     Observation,
     information_gain,
     next_commit,
@@ -188,3 +189,12 @@ def test_under_two_changes_the_next_run_goes_beside_the_change_still_in_doubt() 
     # With a run already on its way there, the other one is next.
     again = two_changes_next(read=read, scale=SCALE, pending={choice.index: 2}, runs=runs, length=7)
     assert again is not None and again.index in (5, 6) and again.index != choice.index
+
+
+def test_a_range_too_long_to_weigh_every_pair_is_not_read_as_two_changes() -> None:
+    length = TWO_CHANGES_MAX_LENGTH + 1
+    prior = prior_weights(docs_only=[False] * length)
+    halfway = [(Observation(i, 0.0 if i < 3 else 0.5 if i < 6 else 1.0), 0.1) for i in range(1, length)]
+
+    assert two_changes(prior=prior, observations=halfway, length=length) is None
+    assert two_changes(prior=prior[:-1] / prior[:-1].sum(), observations=halfway[:-1], length=length - 1)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -170,16 +171,15 @@ def _binary_information(new_probability: float, scale: float) -> float:
     """Mutual information (nats) between the side of a commit (new with `new_probability`) and one run's
     share measured there with noise `scale`."""
     q = min(max(new_probability, 0.0), 1.0)
-    if q <= 1e-12 or q >= 1 - 1e-12:
-        return 0.0
-    old = np.exp(_mixture_log_density(_GRID, 0.0, scale))
-    new = np.exp(_mixture_log_density(_GRID, 1.0, scale))
-    mixed = (1 - q) * old + q * new
-    with np.errstate(divide="ignore", invalid="ignore"):
-        terms = (1 - q) * old * np.log(np.where(old > 0, old / mixed, 1.0)) + q * new * np.log(
-            np.where(new > 0, new / mixed, 1.0)
-        )
-    return float(np.nansum(terms) * _GRID_STEP)
+    return _levels_information(np.array([0.0, 1.0]), np.array([1 - q, q]), scale)
+
+
+def _with_pending(information: Callable[[float], float], *, scale: float, pending: int) -> float:
+    """What one more run tells given `pending` runs already on their way to the same commit: what k + 1
+    runs tell over what k runs tell, with k runs counted as one of noise scale / sqrt(k)."""
+    after = information(scale / math.sqrt(pending + 1))
+    before = information(scale / math.sqrt(pending)) if pending else 0.0
+    return max(0.0, after - before)
 
 
 def information_gain(*, probabilities: np.ndarray, index: int, scale: float, pending: int = 0) -> float:
@@ -187,9 +187,7 @@ def information_gain(*, probabilities: np.ndarray, index: int, scale: float, pen
     given `pending` runs already on their way there: what k + 1 runs tell over what k runs tell, with
     k runs counted as one of noise scale / sqrt(k)."""
     new_probability = float(probabilities[:index].sum())  # candidates 1..index make commit `index` new
-    after = _binary_information(new_probability, scale / math.sqrt(pending + 1))
-    before = _binary_information(new_probability, scale / math.sqrt(pending)) if pending else 0.0
-    return max(0.0, after - before)
+    return _with_pending(partial(_binary_information, new_probability), scale=scale, pending=pending)
 
 
 @dataclass(frozen=True)
@@ -203,16 +201,25 @@ def next_commit(
 ) -> Choice | None:
     """The commit of the range (0 < index < n) whose next run is expected to tell most about the culprit,
     repeats included; on a tie, the one with fewer runs so far. None when the range has no inside."""
-    length = len(probabilities)
+    return _most_telling(
+        length=len(probabilities),
+        runs=runs,
+        gain=lambda index: information_gain(
+            probabilities=probabilities, index=index, scale=scale, pending=pending.get(index, 0)
+        ),
+    )
+
+
+def _most_telling(*, length: int, runs: Mapping[int, int], gain: Callable[[int], float]) -> Choice | None:
+    """The commit inside the range (0 < index < length) of the largest `gain`; on a tie, the one with fewer
+    runs so far. None when the range has no inside."""
     best: Choice | None = None
     best_key: tuple[float, int] | None = None
     for index in range(1, length):
-        gain = information_gain(
-            probabilities=probabilities, index=index, scale=scale, pending=pending.get(index, 0)
-        )
-        key = (round(gain, 9), -runs.get(index, 0))
+        told = gain(index)
+        key = (round(told, 9), -runs.get(index, 0))
         if best_key is None or key > best_key:
-            best, best_key = Choice(index=index, gain=gain), key
+            best, best_key = Choice(index=index, gain=told), key
     return best
 
 
@@ -256,6 +263,10 @@ def overlap(first: np.ndarray, second: np.ndarray) -> float:
 _MIDDLE_LEVELS = np.linspace(0.15, 0.85, 15)
 # How much better two changes must explain the runs than one (a Bayes factor) before they are believed.
 TWO_CHANGES_FACTOR = 20.0
+# Longer ranges are not read as two changes: every pair of candidates at every middle level is weighed at
+# once (about 0.5 M numbers at this length, growing with its square); a range this long narrows under
+# the one-change search first.
+TWO_CHANGES_MAX_LENGTH = 256
 
 
 @dataclass(frozen=True, eq=False)
@@ -295,8 +306,8 @@ def two_changes(
     """The range as two changes, at candidates c1 < c2 with the commits between them at one middle level
     (commits before c1 at 0, from c2 on at 1): the runs of a range that holds two changes of about one
     size sit at three levels, and the one-change posterior, split between them, names neither. None for
-    a range of fewer than three commits."""
-    if length < 2:
+    a range of fewer than three commits or more than `TWO_CHANGES_MAX_LENGTH` candidates."""
+    if length < 2 or length > TWO_CHANGES_MAX_LENGTH:
         return None
     levels = np.concatenate([[0.0, 1.0], _MIDDLE_LEVELS])
     loglik = np.zeros((length + 1, len(levels)))  # by commit index and level
@@ -357,15 +368,10 @@ def two_changes_next(
     """Under the two-change reading: the commit of the range (0 < index < length) whose next run is
     expected to tell most about which pair of commits changed, repeats included (as `information_gain`
     counts runs on their way); on a tie, the one with fewer runs so far."""
-    best: Choice | None = None
-    best_key: tuple[float, int] | None = None
-    for index in range(1, length):
+
+    def gain(index: int) -> float:
         values, weights = read.levels_at(index)
-        waiting = pending.get(index, 0)
-        gain = _levels_information(values, weights, scale / math.sqrt(waiting + 1))
-        if waiting:
-            gain -= _levels_information(values, weights, scale / math.sqrt(waiting))
-        key = (round(max(gain, 0.0), 9), -runs.get(index, 0))
-        if best_key is None or key > best_key:
-            best, best_key = Choice(index=index, gain=max(gain, 0.0)), key
-    return best
+        information = partial(_levels_information, values, weights)
+        return _with_pending(information, scale=scale, pending=pending.get(index, 0))
+
+    return _most_telling(length=length, runs=runs, gain=gain)

@@ -328,15 +328,9 @@ def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: in
     decides (a change that moved several suites is found with all their runs); when a suite's runs put
     the change elsewhere, each pair follows its own, and the group's culprit is the one the pairs with
     the most alerted series found; a pair that changed at another commit goes apart."""
-
-    def scaled(pair: _PairEvidence) -> list[tuple[Observation, float]]:
-        assert pair.projection is not None
-        return [(observation, pair.projection.scale) for observation in pair.observations]
-
-    own = [posterior(prior=prior, observations=scaled(pair), length=length) for pair in pairs]
-    joint = posterior(
-        prior=prior, observations=[item for pair in pairs for item in scaled(pair)], length=length
-    )
+    own = [posterior(prior=prior, observations=_scaled([pair]), length=length) for pair in pairs]
+    every = _scaled(pairs)
+    joint = posterior(prior=prior, observations=every, length=length)
     # Pairwise: a joint posterior split between two suites' commits overlaps each of them well enough.
     consistent = all(
         overlap(first, second) >= CONSISTENT_OVERLAP for k, first in enumerate(own) for second in own[k + 1 :]
@@ -346,12 +340,11 @@ def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: in
         for index, count in pair.runs.items():
             runs[index] += count
     if consistent:
-        every = [item for pair in pairs for item in scaled(pair)]
         best = culprit_found(probabilities=joint, runs=runs, prior=prior, observations=every)
         if best is not None:
             return _View(joint, True, [joint] * len(pairs), best, joint, list(pairs), [])
     found = {
-        k: culprit_found(probabilities=mine, runs=pair.runs, prior=prior, observations=scaled(pair))
+        k: culprit_found(probabilities=mine, runs=pair.runs, prior=prior, observations=_scaled([pair]))
         for k, (pair, mine) in enumerate(zip(pairs, own, strict=True))
     }
     decided = {k: index for k, index in found.items() if index is not None}
@@ -572,6 +565,7 @@ def _two_changes_read(*, pairs: Sequence[_PairEvidence], prior: np.ndarray) -> T
 
 
 def _scaled(pairs: Sequence[_PairEvidence]) -> list[tuple[Observation, float]]:
+    """The pairs' runs as the posterior takes them: each share with its pair's scale."""
     return [
         (observation, pair.projection.scale)
         for pair in pairs
