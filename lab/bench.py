@@ -809,10 +809,21 @@ GROWTH_LIMIT = 1.5
 
 def _window_keep(*, last: int) -> None:
     """Delete every commit older than the last `last` and all that hangs on them (inside the caller's
-    transaction; PostgreSQL checks the foreign keys at commit, which never comes)."""
+    transaction; PostgreSQL checks the foreign keys at commit, which never comes). The PRs merged before
+    the window move into it first, each to the commit as far through the window as it was through the
+    year, so a tracking page holds its 100 PRs in every window: a page compared across history lengths,
+    not across PR counts."""
     cut = COMMITS - last
     old = "SELECT id FROM benchmarks_commit WHERE position < %s"
     with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE github_pullrequest AS pull SET merge_commit_id = moved.id, merge_commit_sha = moved.sha "
+            "FROM benchmarks_commit AS merged, benchmarks_commit AS moved "
+            "WHERE pull.merge_commit_id = merged.id AND merged.position < %s "
+            "AND moved.repository_id = merged.repository_id "
+            "AND moved.position = %s + merged.position * %s / %s",
+            [cut, cut, last, COMMITS],
+        )
         for statement in (
             f"DELETE FROM regressions_alert WHERE group_id IN (SELECT id FROM regressions_alertgroup "
             f"WHERE base_commit_id IN ({old}) OR head_commit_id IN ({old}))",
