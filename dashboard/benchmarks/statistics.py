@@ -233,23 +233,42 @@ def local_scales(signal: npt.NDArray[np.float64], *, unbiased: bool = False) -> 
     positive series). A side that would reach past an end is moved inside; a series shorter than one
     side gets its own noise everywhere.
     """
+    cautious, fair = local_scales_both(signal)
+    return fair if unbiased else cautious
+
+
+def local_scales_both(
+    signal: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`local_scales` of `signal` both ways, (detection's, unbiased), from one pass over its
+    windows: detection takes both of every series it reads."""
     signal = np.asarray(signal, dtype=np.float64)
     size = signal.size
     span = LOCAL_NOISE_POINTS
     if size - 1 < span + 1:
-        return np.full(size, _differences_sigma(np.diff(signal)) if size >= 3 else 0.0)
+        whole = np.full(size, _differences_sigma(np.diff(signal)) if size >= 3 else 0.0)
+        return whole, whole.copy()
     windows = np.lib.stride_tricks.sliding_window_view(np.diff(signal), span)
-    deviations = np.abs(windows - np.median(windows, axis=1, keepdims=True))
+    # Each window's median from one partition (np.median's own arithmetic, without its per-call layers:
+    # detection takes this thousands of times in a rescan).
+    middle = [(span - 1) // 2, span // 2]
+    medians = np.partition(windows, middle, axis=1)[:, middle].mean(axis=1, keepdims=True)
+    deviations = np.abs(windows - medians)
     ordered = np.sort(deviations, axis=1)
     # The root mean square without the largest tenth: unbiased on normal noise and blind to the one or
     # two differences a step makes. Detection takes the larger of it and the MAD, as noise_from_values
     # does (about 8 % too large on normal noise: it errs towards fewer false alarms); an interval takes
     # it alone, or it would hold the truth more often than it says.
     kept = ordered[:, : max(1, math.ceil(span * (1.0 - TRIMMED_SHARE)))]
-    sigma = np.sqrt(np.mean(kept**2, axis=1)) * TRIMMED_TO_SIGMA / math.sqrt(2.0)
-    if not unbiased:
-        mad = ordered[:, (span - 1) // 2 : span // 2 + 1].mean(axis=1) * MAD_TO_SIGMA / math.sqrt(2.0)
-        sigma = np.maximum(sigma, mad)
+    fair = np.sqrt(np.mean(kept**2, axis=1)) * TRIMMED_TO_SIGMA / math.sqrt(2.0)
+    mad = ordered[:, (span - 1) // 2 : span // 2 + 1].mean(axis=1) * MAD_TO_SIGMA / math.sqrt(2.0)
+    return _sides_pooled(np.maximum(fair, mad), size), _sides_pooled(fair, size)
+
+
+def _sides_pooled(sigma: npt.NDArray[np.float64], size: int) -> npt.NDArray[np.float64]:
+    """Per value, from the noise of each window of differences: the windows just before and just after
+    it, pooled when they agree, the larger when they do not."""
+    span = LOCAL_NOISE_POINTS
     # Window w holds differences w .. w+span-1, that is values w .. w+span: it ends at value w+span and
     # starts at value w.
     points = np.arange(size)

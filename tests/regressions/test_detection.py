@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from dashboard.benchmarks.statistics import local_scales
 from dashboard.regressions.detect.detector import (
     ChangePoint,
     SeriesInvalid,
@@ -158,3 +159,17 @@ def test_appending_points_leaves_earlier_change_points_where_they_were(seed):
 
     assert len(first) == 2
     assert all(indices == first for indices in later)
+
+
+def test_the_detector_given_the_scales_it_would_take_finds_the_same_changes() -> None:
+    # Detection hands the detector the local scales it already took of the same values.
+    rng = np.random.default_rng(3)
+    values = 100.0 * np.where(np.arange(200) >= 120, 0.95, 1.0) * (1 + rng.normal(0, 0.01, 200))
+    own = change_points_detect(values=values)
+    given = change_points_detect(values=values, scales=local_scales(np.log(values)))
+
+    assert [point.index for point in given] == [point.index for point in own] == [120]
+    # They are the ones it judges on: ten times the noise hides the step.
+    assert change_points_detect(values=values, scales=10 * local_scales(np.log(values))) == []
+    with pytest.raises(SeriesInvalid):
+        change_points_detect(values=values, scales=np.ones(10))

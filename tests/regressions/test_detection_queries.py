@@ -3,6 +3,7 @@ walk from the run's commit, and the points of every touched series at once."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -12,6 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, RunStatus, Suite, main_order_key
+from dashboard.regressions.detect import windows
 from dashboard.regressions.detect.alerts import run_detect, suite_detect_history
 from dashboard.regressions.detect.windows import commit_window
 from dashboard.regressions.models import Alert
@@ -131,3 +133,29 @@ def test_a_rescan_of_the_whole_history_reads_every_series_once(settings: Any) ->
     assert outcome.alerts_created == 3
     points_read = [query for query in captured.captured_queries if Measurement._meta.db_table in query["sql"]]
     assert len(points_read) == 1
+
+
+def test_a_whole_history_read_by_series_gives_every_window_value_the_commit_read_gives(monkeypatch) -> None:
+    # A rescan reads each series whole and keeps the commits it asked for; a window reads by commit.
+    # Asked for every other commit, with a failed run and repeats, both give the same values.
+    suite, commits = _suite_with_step(metrics=2)
+    failed = Run.objects.filter(suite=suite, commit=commits[10]).get()
+    Run.objects.filter(pk=failed.pk).update(status=RunStatus.FAILED)
+    run_with_values(commit=commits[20], suite=suite, values={(1, "output_throughput_tok_s_0"): 50.0})
+    series_ids = sorted(
+        Measurement.objects.filter(run__suite=suite).values_list("series_id", flat=True).distinct()
+    )
+    asked = [commit.pk for commit in commits[::2]]
+
+    monkeypatch.setattr(windows, "WHOLE_HISTORY_COMMITS", 10**9)
+    by_commit = windows.window_values(series_ids=series_ids, commit_ids=asked)
+    monkeypatch.setattr(windows, "WHOLE_HISTORY_COMMITS", 1)
+    with CaptureQueriesContext(connection) as captured:
+        whole = windows.window_values(series_ids=series_ids, commit_ids=asked)
+
+    assert {key: (value.values, value.runs) for key, value in whole.items()} == {
+        key: (value.values, value.runs) for key, value in by_commit.items()
+    }
+    assert by_commit[series_ids[0]].runs[10] == 2  # commit 20, the eleventh asked, has two runs
+    assert math.isnan(by_commit[series_ids[0]].values[5])  # commit 10's only run failed
+    assert "commit_id = ANY" not in captured.captured_queries[0]["sql"]

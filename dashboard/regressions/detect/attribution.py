@@ -45,7 +45,7 @@ import numpy.typing as npt
 from dashboard.benchmarks.statistics import (
     NoiseEstimate,
     change_estimate,
-    local_scales,
+    local_scales_both,
     noise_from_values,
     noise_of_sides,
 )
@@ -137,10 +137,13 @@ def changes_and_outliers_locate(*, series: Sequence[SeriesHistory]) -> tuple[lis
         used = np.flatnonzero(item.usable)
         if used.size == 0 or item.sigma == 0.0:
             continue
+        # With no point left out, the detector's values are the present ones: their scales are known.
+        known = item.local if item.local is not None and item.local.size == used.size else None
         for change in change_points_detect(
             values=item.values[used],
             min_relative_change=item.history.min_relative_change,
             p_threshold=item.history.p_threshold,
+            scales=known,
         ):
             candidates.add((int(used[change.index]), number))
         candidates.update((point, number) for point in _level_edges(item=item))
@@ -173,6 +176,7 @@ class _Prepared:
     interval_scales: FloatArray  # the same, unbiased: what a change's interval is judged on
     relative: bool  # scales are fractions of the value (log space)
     noise: NoiseEstimate | None  # measured from repeats, when given: then the one scale of every point
+    local: FloatArray | None  # `local_scales` of the present points, as the detector takes them (no noise)
     usable: BoolArray  # present and not an outlier
     scores: FloatArray  # distance to the nearer side, in σ (NaN where absent)
 
@@ -189,6 +193,7 @@ class _Prepared:
         signal = np.full(values.size, np.nan)
         signal[present] = np.log(values[present]) if relative else values[present]
         noise = history.noise
+        local = None
         scales = np.full(values.size, np.nan)
         interval_scales = np.full(values.size, np.nan)
         if noise is not None and noise.relative == relative and noise.sigma > 0.0:
@@ -197,9 +202,8 @@ class _Prepared:
             noise = None
             # Local: a stretch of doubled noise is judged on its own noise, a quiet one on its own.
             overall = noise_from_values(values[present]).sigma
-            local = local_scales(signal[present])
+            local, unbiased = local_scales_both(signal[present])
             scales[present] = np.where(local > 0.0, local, overall)
-            unbiased = local_scales(signal[present], unbiased=True)
             interval_scales[present] = np.where(unbiased > 0.0, unbiased, overall)
         sigma = float(np.nanmedian(scales)) if present.any() else 0.0
         return cls(
@@ -212,6 +216,7 @@ class _Prepared:
             interval_scales=interval_scales,
             relative=relative,
             noise=noise,
+            local=local,
             usable=present.copy(),
             scores=_side_distances(signal=signal, scales=scales),
         )

@@ -76,11 +76,13 @@ def change_points_detect(
     values: Sequence[float] | npt.NDArray[np.floating],
     min_relative_change: float = 0.02,
     p_threshold: float = 1e-4,
+    scales: npt.NDArray[np.float64] | None = None,
 ) -> list[ChangePoint]:
     """Return the confirmed change points of ``values``, in order of index.
 
     Each one passed a pooled t-test against its neighbouring segments at ``p_value < p_threshold`` and moved
-    the mean by at least ``min_relative_change`` (a fraction: 0.02 is 2 %).
+    the mean by at least ``min_relative_change`` (a fraction: 0.02 is 2 %). ``scales``, when the caller
+    has them already, are ``local_scales`` of the values (of their logarithms, for positive values).
     """
     raw = np.asarray(values, dtype=np.float64)
     if raw.ndim != 1:
@@ -92,7 +94,9 @@ def change_points_detect(
 
     log_space = bool(np.all(raw > 0))
     signal = np.log(raw) if log_space else raw
-    sigma = local_scales(signal)
+    sigma = local_scales(signal) if scales is None else np.array(scales, dtype=np.float64)
+    if sigma.shape != signal.shape:
+        raise SeriesInvalid(f"expected one scale per value, got {sigma.shape} for {signal.shape}")
     if not np.all(sigma > 0.0):
         # Quantised or noiseless stretches: the whole series' scale stands in where a stretch has none.
         overall = float(np.std(np.diff(signal))) / np.sqrt(2.0)

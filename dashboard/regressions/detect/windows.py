@@ -132,6 +132,10 @@ def _window_around(
     )
 
 
+# From this many commits on, a window is read as its series' whole history (see `_succeeded_runs`).
+WHOLE_HISTORY_COMMITS = 2_000
+
+
 def _succeeded_runs(
     *, series_ids: Sequence[int], commit_ids: Sequence[int]
 ) -> dict[tuple[int, int], list[float]]:
@@ -144,14 +148,20 @@ def _succeeded_runs(
     fields = ("series_id", "commit_id", "run_id", "value")
     if connection.vendor == "postgresql":
         # Array parameters: with IN lists the planner scans every point of the series and filters the
-        # commits, instead of descending the index to each (series, commit) pair.
+        # commits, instead of descending the index to each (series, commit) pair. For a whole history the
+        # series' own points are read and the commits kept here: one index range per series rather than
+        # one descent per point (a rescan of 10,000 commits: 0.5 s against 2.9 s).
+        whole = len(commit_ids) >= WHOLE_HISTORY_COMMITS
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT {', '.join(fields)} FROM {Measurement._meta.db_table} "
-                "WHERE series_id = ANY(%s) AND commit_id = ANY(%s)",
-                [list(series_ids), list(commit_ids)],
+                f"SELECT {', '.join(fields)} FROM {Measurement._meta.db_table} WHERE series_id = ANY(%s)"
+                + ("" if whole else " AND commit_id = ANY(%s)"),
+                [list(series_ids)] if whole else [list(series_ids), list(commit_ids)],
             )
             rows = cursor.fetchall()
+        if whole:
+            wanted = set(commit_ids)
+            rows = [row for row in rows if row[1] in wanted]
     else:
         rows = list(
             Measurement.objects.filter(series_id__in=series_ids, commit_id__in=commit_ids).values_list(
