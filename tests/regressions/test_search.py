@@ -9,11 +9,14 @@ import random
 from collections.abc import Callable
 from typing import cast
 
+import numpy as np
 import pytest
 from django.test import Client
 
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState
+from dashboard.regressions.sheriff import search as search_module
+from dashboard.regressions.sheriff.posterior import Choice, two_changes
 from dashboard.regressions.sheriff.search import group_search
 from dashboard.regressions.sheriff.settle import groups_search
 from dashboard.regressions.sheriff.verdicts import group_judge, group_verify
@@ -367,3 +370,22 @@ def test_a_range_of_two_changes_is_searched_at_their_boundaries_until_the_larger
     second = AlertGroup.objects.exclude(pk=group.pk).get()
     base, head = world.range_of(second)
     assert base < 32 <= head < 34
+
+
+def test_a_two_change_reading_that_expects_nothing_more_anywhere_still_queues_a_run(monkeypatch) -> None:
+    # A two-change reading sure of every commit's level tells nothing by another run anywhere, while its
+    # pair may still wait for a second run at a boundary: the next run then comes from the one-change
+    # posterior, or the search would queue nothing and never end.
+    world = World(level=_step(33, factor=0.985), benchmarked=lambda i: True, seed=13)
+    group = world.confirmed()
+    group.evidence = {"search": {"runs_queued": 8}}  # half the cap spent: the two-change guide leads
+    group.save(update_fields=["evidence"])
+    sure = two_changes(prior=np.full(8, 1 / 8), observations=[], length=8)
+    monkeypatch.setattr(search_module, "_two_changes_read", lambda **_: sure)
+    monkeypatch.setattr(search_module, "_two_changes_culprit", lambda **_: None)
+    monkeypatch.setattr(search_module, "two_changes_next", lambda **_: Choice(index=4, gain=0.0))
+
+    step = group_search(group_id=group.pk)
+
+    assert len(step.queued) == 1
+    assert BASE < world.commits.index(step.queued[0].commit) < HEAD

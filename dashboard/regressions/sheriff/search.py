@@ -628,6 +628,11 @@ def _search_run(
             length=len(probabilities),
         )
     else:
+        choice = None
+    if choice is None or choice.gain <= 0:
+        # A two-change reading sure of every commit's level, whose pair still waits for a second run at a
+        # boundary (the leave-one-out test), expects nothing more anywhere: the one-change posterior,
+        # split there, says where the run goes, or the search would queue nothing and never end.
         choice = next_commit(
             probabilities=probabilities, scale=pair.projection.scale, pending=pair.pending, runs=pair.runs
         )
