@@ -159,9 +159,6 @@ def _succeeded_runs(
                 [list(series_ids)] if whole else [list(series_ids), list(commit_ids)],
             )
             rows = cursor.fetchall()
-        if whole:
-            wanted = set(commit_ids)
-            rows = [row for row in rows if row[1] in wanted]
     else:
         rows = list(
             Measurement.objects.filter(series_id__in=series_ids, commit_id__in=commit_ids).values_list(
@@ -173,9 +170,10 @@ def _succeeded_runs(
             pk__in={run_id for _, _, run_id, _ in rows}, status=RunStatus.SUCCEEDED
         ).values_list("pk", flat=True)
     )
+    wanted = set(commit_ids)  # a whole history's read holds the series' other commits too
     runs: dict[tuple[int, int], list[float]] = defaultdict(list)
     for series_id, commit_id, run_id, value in rows:
-        if run_id in succeeded:
+        if run_id in succeeded and commit_id in wanted:
             runs[(series_id, commit_id)].append(value)
     return runs
 

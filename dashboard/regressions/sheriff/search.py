@@ -619,16 +619,17 @@ def _search_run(
     """Queue the pair's next search run where it tells most: about the one change, or, while the runs
     read as two changes, about which pair of commits made them."""
     assert pair.projection is not None
-    if two is not None:
-        choice = two_changes_next(
+    choice = (
+        two_changes_next(
             read=two,
             scale=pair.projection.scale,
             pending=pair.pending,
             runs=pair.runs,
             length=len(probabilities),
         )
-    else:
-        choice = None
+        if two is not None
+        else None
+    )
     if choice is None or choice.gain <= 0:
         # A two-change reading sure of every commit's level, whose pair still waits for a second run at a
         # boundary (the leave-one-out test), expects nothing more anywhere: the one-change posterior,
