@@ -1,13 +1,14 @@
 """Alert markers on a timeline figure: one symbol per alert group at the head of its culprit range, read
-in one query and drawn as one trace."""
+in two queries and drawn as one trace."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F, Max, Min, Q
+from django.db.models import F, QuerySet
 from django.urls import reverse
 
 from dashboard.benchmarks.models import Suite
@@ -30,40 +31,68 @@ class AlertMarker:
 
 def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = None) -> list[AlertMarker]:
     """Markers for the alert groups touching a suite on a hardware class (and `metric`, when given), oldest
-    first; false positives (`invalid`) are left out. One query."""
+    first; false positives (`invalid`) are left out. Two queries."""
     alerts = Alert.objects.filter(series__suite=suite, series__hardware_class=hardware_class)
     if metric:
         alerts = alerts.filter(series__metric=metric)
-    charted = Q(alerts__pk__in=alerts.values("pk"))
+    return _markers(alerts=alerts, by_metric=False)[None]
+
+
+def alert_markers_by_metric(
+    *, suite: Suite, hardware_class: str, metrics: Sequence[str]
+) -> dict[str, list[AlertMarker]]:
+    """`alert_markers` of each of `metrics`, each group's direction taken from that metric's alerts. Two
+    queries whatever the number of metrics (a timeline draws one chart per metric)."""
+    found = _markers(
+        alerts=Alert.objects.filter(
+            series__suite=suite, series__hardware_class=hardware_class, series__metric__in=metrics
+        ),
+        by_metric=True,
+    )
+    return {metric: found.get(metric, []) for metric in metrics}
+
+
+def _markers(*, alerts: QuerySet[Alert], by_metric: bool) -> dict[str | None, list[AlertMarker]]:
+    """The markers of the groups of `alerts` (false positives left out), oldest first, by the alerts'
+    metric (or all under None): the alerts' changes, then their groups with the head commits."""
+    changes: dict[int, dict[str | None, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for group_id, metric, change_pct in alerts.values_list("group_id", "series__metric", "change_pct"):
+        changes[group_id][metric if by_metric else None].append(change_pct)
     groups = (
-        AlertGroup.objects.filter(pk__in=alerts.values("group_id"))
+        AlertGroup.objects.filter(pk__in=list(changes))
         .exclude(status=TriageStatus.INVALID)
-        .annotate(
-            largest_rise=Max("alerts__change_pct", filter=charted),
-            largest_fall=Min("alerts__change_pct", filter=charted),
-        )
         .select_related("head_commit")
         .order_by(F("head_commit__position").asc(nulls_last=True), "pk")
     )
-    return [
-        AlertMarker(
-            commit_sha=group.head_commit.sha,
-            group_id=group.pk,
-            kind=group.kind,
-            url=reverse("regressions:alert-group", args=[group.pk]),
-            position=group.head_commit.position,
-            label=f"{group.get_kind_display().capitalize()}: up to {group.magnitude_pct:.1f} % "
-            f"({group.get_status_display()})"
-            + (
-                f"<br>PR #{group.head_commit.pr_number} {group.head_commit.subject}"
-                if group.head_commit.pr_number
-                else ""
-            ),
-            moved_up=max(group.largest_rise or 0.0, group.largest_fall or 0.0, key=abs) >= 0,
-            pr_number=group.head_commit.pr_number,
-        )
-        for group in groups
-    ]
+    url = _route("regressions:alert-group")
+    markers: dict[str | None, list[AlertMarker]] = defaultdict(list)
+    for group in groups:
+        for key, charted in changes[group.pk].items():
+            markers[key].append(
+                AlertMarker(
+                    commit_sha=group.head_commit.sha,
+                    group_id=group.pk,
+                    kind=group.kind,
+                    url=url(group.pk),
+                    position=group.head_commit.position,
+                    label=f"{group.get_kind_display().capitalize()}: up to {group.magnitude_pct:.1f} % "
+                    f"({group.get_status_display()})"
+                    + (
+                        f"<br>PR #{group.head_commit.pr_number} {group.head_commit.subject}"
+                        if group.head_commit.pr_number
+                        else ""
+                    ),
+                    moved_up=max(max(charted), min(charted), key=abs) >= 0,
+                    pr_number=group.head_commit.pr_number,
+                )
+            )
+    return markers
+
+
+def _route(name: str) -> Callable[[int], str]:
+    """pk -> path of the route `name`, reversed once rather than once per marker."""
+    pattern = reverse(name, args=[987654321])
+    return lambda pk: pattern.replace("987654321", str(pk))
 
 
 # On the overlay axis (0 to 1 over the plot): the lowest row of the lane the lines leave free.

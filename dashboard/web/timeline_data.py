@@ -18,7 +18,7 @@ from dashboard.benchmarks.run_selectors import DisturbedRun, runs_disturbed
 from dashboard.github.models import Tag, TrackingIssue, TrackingIssueItem
 from dashboard.github.selectors import timeline_markers
 from dashboard.regressions.models import AlertGroup
-from dashboard.regressions.timeline import alert_markers, alert_markers_traces
+from dashboard.regressions.timeline import alert_markers_by_metric, alert_markers_traces
 from dashboard.web.decimation import buckets_for
 from dashboard.web.figures import (
     CommitUrl,
@@ -147,10 +147,7 @@ def timeline_payload(
     commit_ticks = [(x, facts[commit_id].sha[:8]) for x, commit_id in ordered]
     drawn_x = {facts[commit_id].sha: x for x, commit_id in ordered}
     markers = timeline_markers(suite=suite, hardware_class=filters.hardware_class, tracking=filters.tracking)
-    alerts = {
-        metric: alert_markers(suite=suite, hardware_class=filters.hardware_class, metric=metric)
-        for metric in metrics
-    }
+    alerts = alert_markers_by_metric(suite=suite, hardware_class=filters.hardware_class, metrics=metrics)
     disturbed = runs_disturbed(suite_id=suite.pk, hardware_class=filters.hardware_class)
     shas = (
         {marker.drawn_at_sha for marker in markers}

@@ -35,7 +35,7 @@ def test_one_response_holds_every_chart_of_the_page_in_a_fixed_number_of_queries
 ) -> None:
     _history(300)
     # The last one: the runs measured on a busy node or beside another GPU process, flagged in one read.
-    with django_assert_num_queries(18):
+    with django_assert_num_queries(14):
         body = client.get(URL, {"width": 1200}).json()
 
     assert list(body["figures"]) == list(HEADLINE_METRICS)
