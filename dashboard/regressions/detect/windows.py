@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import numpy as np
 from django.conf import settings
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q
@@ -136,10 +137,11 @@ def _window_around(
 WHOLE_HISTORY_COMMITS = 2_000
 
 
-def _succeeded_runs(
+def _window_rows(
     *, series_ids: Sequence[int], commit_ids: Sequence[int]
-) -> dict[tuple[int, int], list[float]]:
-    """Per (series, commit), the values of its succeeded runs.
+) -> tuple[list[tuple[int, int, int, float]], set[int]]:
+    """(series, commit, run, value) of the series' points at the commits (a whole history's read also
+    holds the series' other commits), and which of their runs succeeded.
 
     Two queries whatever the number of series: the points from the covering index of measurements
     (no table rows read), then the status of the few runs behind them, so the thousands of points of a
@@ -159,17 +161,29 @@ def _succeeded_runs(
                 [list(series_ids)] if whole else [list(series_ids), list(commit_ids)],
             )
             rows = cursor.fetchall()
-    else:
-        rows = list(
-            Measurement.objects.filter(series_id__in=series_ids, commit_id__in=commit_ids).values_list(
-                *fields
+            # An array parameter again: the runs of a whole history are thousands, which an IN list
+            # binds one at a time.
+            cursor.execute(
+                f"SELECT id FROM {Run._meta.db_table} WHERE id = ANY(%s) AND status = %s",
+                [list({run_id for _, _, run_id, _ in rows}), RunStatus.SUCCEEDED],
             )
-        )
+            return rows, {run_id for (run_id,) in cursor.fetchall()}
+    rows = list(
+        Measurement.objects.filter(series_id__in=series_ids, commit_id__in=commit_ids).values_list(*fields)
+    )
     succeeded = set(
         Run.objects.filter(
             pk__in={run_id for _, _, run_id, _ in rows}, status=RunStatus.SUCCEEDED
         ).values_list("pk", flat=True)
     )
+    return rows, succeeded
+
+
+def _succeeded_runs(
+    *, series_ids: Sequence[int], commit_ids: Sequence[int]
+) -> dict[tuple[int, int], list[float]]:
+    """Per (series, commit), the values of its succeeded runs, in the order read."""
+    rows, succeeded = _window_rows(series_ids=series_ids, commit_ids=commit_ids)
     wanted = set(commit_ids)  # a whole history's read holds the series' other commits too
     runs: dict[tuple[int, int], list[float]] = defaultdict(list)
     for series_id, commit_id, run_id, value in rows:
@@ -201,22 +215,53 @@ class WindowValues:
 
 def window_values(*, series_ids: Sequence[int], commit_ids: Sequence[int]) -> dict[int, WindowValues]:
     """Every series over the commits, as detection reads them: the value of each commit is
-    :func:`commit_values`' (the median of its runs), built without an object per point."""
-    index_of = {commit_id: index for index, commit_id in enumerate(commit_ids)}
-    found = {
-        series_id: WindowValues(values=[math.nan] * len(commit_ids), runs=[1] * len(commit_ids))
-        for series_id in series_ids
+    :func:`commit_values`' (the median of its runs, to the bit), built as columns rather than an object
+    per point (a whole history is hundreds of thousands of points)."""
+    rows, succeeded = _window_rows(series_ids=series_ids, commit_ids=commit_ids)
+    width = len(commit_ids)
+    values = np.full(len(series_ids) * width, math.nan)
+    runs = np.ones(len(series_ids) * width, dtype=np.int64)
+    if len(rows):
+        table = np.array(rows, dtype=np.float64)
+        series_of, commit_of, run_of, measured = (table[:, column] for column in range(4))
+        # Ids are whole numbers far below 2**53: exact as floats, looked up through sorted arrays.
+        series_order = np.array(series_ids, dtype=np.float64)
+        commit_order = np.array(commit_ids, dtype=np.float64)
+        keep = np.isin(run_of, np.fromiter(succeeded, dtype=np.float64, count=len(succeeded)))
+        keep &= np.isin(commit_of, commit_order) & np.isin(series_of, series_order)
+        series_sorted, commit_sorted = np.argsort(series_order), np.argsort(commit_order)
+        series_index = series_sorted[np.searchsorted(series_order[series_sorted], series_of[keep])]
+        commit_index = commit_sorted[np.searchsorted(commit_order[commit_sorted], commit_of[keep])]
+        cells, kept = series_index * width + commit_index, measured[keep]
+    else:
+        cells, kept = np.zeros(0, dtype=np.int64), np.zeros(0)
+    if len(cells):
+        finite = np.isfinite(kept)
+        # Sorted by cell, then value: a cell's runs in order, its median from the middle one or two.
+        order = np.lexsort((kept, cells))
+        cells, kept, finite = cells[order], kept[order], finite[order]
+        starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
+        counts = np.diff(np.r_[starts, len(cells)])
+        lower, upper = kept[starts + (counts - 1) // 2], kept[starts + counts // 2]
+        values[cells[starts]] = np.where(counts % 2 == 1, upper, (lower + upper) / 2)
+        runs[cells[starts]] = counts
+        # A commit with several runs, one of them not finite, takes the one rule's own path (commit_value).
+        unusual = (counts > 1) & (np.add.reduceat(~finite, starts) > 0)
+        if unusual.any():
+            runs_of = _succeeded_runs(series_ids=series_ids, commit_ids=commit_ids)
+            for cell in cells[starts][unusual].tolist():
+                key = (series_ids[cell // width], commit_ids[cell % width])
+                values[cell] = commit_value(runs_of[key]).value
+    # Commits without a value hold math.nan itself, as they always have (lists of it compare equal).
+    values_list = [value if value == value else math.nan for value in values.tolist()]
+    runs_list = runs.tolist()
+    return {
+        series_id: WindowValues(
+            values=values_list[row * width : (row + 1) * width],
+            runs=runs_list[row * width : (row + 1) * width],
+        )
+        for row, series_id in enumerate(series_ids)
     }
-    for (series_id, commit_id), measured in _succeeded_runs(
-        series_ids=series_ids, commit_ids=commit_ids
-    ).items():
-        window, index = found[series_id], index_of[commit_id]
-        if len(measured) == 1:
-            window.values[index] = measured[0]
-        else:
-            window.values[index] = commit_value(measured).value
-            window.runs[index] = len(measured)
-    return found
 
 
 def series_points(*, series_id: int, commits: Sequence[WindowCommit]) -> list[SeriesPoint]:
