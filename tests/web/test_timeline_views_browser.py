@@ -244,10 +244,41 @@ def _overlap(one: dict, other: dict) -> bool:
     )
 
 
+# Records every Plotly call that draws a chart again, by chart: (call, metric).
+PLOTLY_CALLS = """
+(() => {
+  window.plotlyCalls = [];
+  let plotly;
+  Object.defineProperty(window, 'Plotly', {
+    configurable: true,
+    get() { return plotly; },
+    set(value) {
+      plotly = value;
+      ['newPlot', 'react', 'relayout', 'restyle', 'update'].forEach((name) => {
+        const call = value[name];
+        value[name] = function (gd, ...rest) {
+          window.plotlyCalls.push([name, gd && gd.dataset ? gd.dataset.metric : null]);
+          return call.call(this, gd, ...rest);
+        };
+      });
+    },
+  });
+})();
+"""
+
+
 @pytest.mark.parametrize("width", [1000, 390])
 def test_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(browser, demo, width) -> None:
+    browser.page.add_init_script(PLOTLY_CALLS)
     browser.page.set_viewport_size({"width": width, "height": 900})
     browser.open(f"/suites/{DEMO_SUITE}/")
+
+    # Each chart is drawn once, its labels placed before: no relayout or restyle pass after the draw.
+    browser.page.wait_for_timeout(300)
+    metrics = browser.page.evaluate(
+        "() => Array.from(document.querySelectorAll('[data-metric]'), c => c.dataset.metric)"
+    )
+    assert browser.page.evaluate("() => window.plotlyCalls") == [["newPlot", metric] for metric in metrics]
 
     for metric in (THROUGHPUT, "ttft_ms_mean"):
         found = browser.page.evaluate(PR_LABELS, metric)

@@ -1,6 +1,7 @@
 /*
- * A timeline's axes: the zoom kept in the URL (?x0=&x1=), the x ticks (days while three or more are in
- * view, short shas closer than that) and the y range fitted to the points in view.
+ * A timeline's axes: the zoom kept in the URL (?x0=&x1=), the x range when not zoomed (its lines' span),
+ * the x ticks (days while three or more are in view, short shas closer than that) and the y range fitted
+ * to the points in view.
  */
 (function () {
   "use strict";
@@ -51,6 +52,30 @@
       "xaxis.tickvals": ticks.map(function (t) { return t[0]; }),
       "xaxis.ticktext": ticks.map(function (t) { return t[1]; }),
     };
+  }
+
+  // The x range of a timeline that is not zoomed: its lines' span with a margin either side of 5 % of the
+  // plot, as Plotly's autorange pads a line. Set rather than left to Plotly, so that the labels over the
+  // chart are placed before its one draw; null when no line has a point (Plotly's autorange then).
+  function fullRange(data) {
+    var low = Infinity, high = -Infinity;
+    (data || []).forEach(function (trace) {
+      if (trace.meta || !trace.x) return;
+      for (var i = 0; i < trace.x.length; i++) {
+        if (trace.x[i] < low) low = trace.x[i];
+        if (trace.x[i] > high) high = trace.x[i];
+      }
+    });
+    if (low > high) return null;
+    var margin = high > low ? (high - low) / 18 : 1;
+    return [low - margin, high + margin];
+  }
+
+  // Whether `range` is the chart's whole span (a double-click's reset to its first range is a zoom-out).
+  function isFullRange(range, full) {
+    if (!full || !Array.isArray(range)) return false;
+    var tolerance = (full[1] - full[0]) * 1e-9;
+    return Math.abs(range[0] - full[0]) <= tolerance && Math.abs(range[1] - full[1]) <= tolerance;
   }
 
   function rangeOf(event) {
@@ -111,6 +136,8 @@
   P.zoomToUrl = zoomToUrl;
   P.ticksFor = ticksFor;
   P.rangeOf = rangeOf;
+  P.fullRange = fullRange;
+  P.isFullRange = isFullRange;
   P.visibleYRange = visibleYRange;
   P.fitY = fitY;
   P.firstAtOrAfter = firstAtOrAfter;

@@ -14,6 +14,9 @@
   var fitY = P.fitY;
   var zoomFromUrl = P.zoomFromUrl;
   var firstAtOrAfter = P.firstAtOrAfter;
+  var fullRange = P.fullRange;
+  var labelFigure = P.labelFigure;
+  var roomForLabels = P.roomForLabels;
 
   // How the timeline's charts are viewed, chosen on the page and kept in the URL, applied here to the
   // figures the server sent (no new request): ?scale=absolute|relative|log, &base=<sha> (relative to that
@@ -124,14 +127,16 @@
       panelAxes(layout, lines);
       gd.style.minHeight = layout.height + 6 + "px"; // and the element's bottom padding
     }
-    return { data: data, layout: fittedTo(data, layout, range, table) };
+    return { data: data, layout: fittedTo(gd, data, layout, range, table) };
   }
 
   // The layout zoomed to `range` (null: everything), each y axis but the markers' fitted to its lines'
   // points in view.
-  function fittedTo(data, layout, range, table) {
+  function fittedTo(gd, data, layout, range, table) {
     layout = Object.assign({}, layout);
-    layout.xaxis = Object.assign({}, layout.xaxis, range ? { range: range.slice(), autorange: false } : { autorange: true });
+    var whole = range ? null : fullRange(data);
+    var shown = range || (whole && roomForLabels(gd, data, layout, whole));
+    layout.xaxis = Object.assign({}, layout.xaxis, shown ? { range: shown.slice(), autorange: false } : { autorange: true });
     var ticks = ticksFor(layout.meta, range, table);
     if (ticks) {
       layout.xaxis.tickvals = ticks["xaxis.tickvals"];
@@ -161,8 +166,10 @@
       var source = sources.get(gd);
       if (!source) return null;
       var shown = viewOf(gd, source, range);
-      var layout = shown === source ? fittedTo(source.data, source.layout, range, S.commitsOf.get(gd)) : shown.layout;
-      return window.Plotly.react(gd, shown.data, layout);
+      var layout = shown === source ? fittedTo(gd, source.data, source.layout, range, S.commitsOf.get(gd)) : shown.layout;
+      var data = shown.data.map(function (trace) { return Object.assign({}, trace); });
+      labelFigure(gd, data, layout);
+      return window.Plotly.react(gd, data, layout);
     })).finally(function () { S.syncing = false; });
   }
 

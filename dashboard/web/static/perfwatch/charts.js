@@ -1,6 +1,6 @@
 /*
  * Draws every Plotly figure on a page. Figures are built by the server; these modules only place them
- * (chart-data.js, chart-axes.js, chart-views.js and chart-labels.js load before this one).
+ * (chart-data.js, chart-axes.js, chart-labels.js and chart-views.js load before this one).
  *
  *   <div data-figure-url="/api/...">           fetches the figure JSON ({data, layout})
  *   <div data-figure-data="element-id">        reads it from a json_script block
@@ -12,6 +12,10 @@
  *
  * A point whose customdata[0] is a path ("/commits/<sha>/") opens that page when clicked.
  * When every chart is drawn, body[data-charts-drawn] is "true".
+ *
+ * The chart data is asked for as soon as this script runs, which is before plotly.js (loaded after it)
+ * is run: the request and the library's start overlap. Each chart is drawn once, at its final x range and
+ * with its labels placed (chart-labels.js).
  */
 (function () {
   "use strict";
@@ -29,40 +33,81 @@
   var viewOf = P.viewOf;
   var viewControls = P.viewControls;
   var labelAlerts = P.labelAlerts;
+  var labelFigure = P.labelFigure;
+  var roomForLabels = P.roomForLabels;
+  var fullRange = P.fullRange;
+  var isFullRange = P.isFullRange;
+  // A timeline's x range when it was drawn whole: a double-click's reset back to it is a zoom-out.
+  var wholeRangeOf = new WeakMap();
 
-  // Zooming one timeline zooms them all to the same commits and records the range in the URL.
-  function onTimelineRelayout(event) {
+  // A timeline's layout over `range` (null: its whole span), from `layout` as drawn or sent: the x range
+  // and its ticks, the y range fitted to the lines in view (below the markers' lane) and, when `table` is
+  // given, ticks re-picked for the range. Autorange only where nothing is drawn.
+  function layoutOver(element, figure, layout, range, table) {
+    var whole = range ? null : fullRange(figure.data);
+    if (whole) whole = roomForLabels(element, figure.data, layout, whole);
+    layout = Object.assign({}, layout);
+    if (layout.xaxis && layout.xaxis.visible === false) return layout;
+    layout.xaxis = Object.assign({}, layout.xaxis,
+      range || whole ? { range: (range || whole).slice(), autorange: false } : { autorange: true });
+    var ticks = table === undefined ? null : ticksFor(layout.meta, range, table);
+    if (ticks) {
+      layout.xaxis.tickmode = "array";
+      layout.xaxis.tickvals = ticks["xaxis.tickvals"];
+      layout.xaxis.ticktext = ticks["xaxis.ticktext"];
+    }
+    // Small multiples have their panels fitted already (viewOf).
+    if (!layout.yaxis3) {
+      var yRange = fitY(figure.data, layout.yaxis, range, layout.meta);
+      layout.yaxis = Object.assign({}, layout.yaxis, yRange ? { range: yRange, autorange: false } : { autorange: true });
+    }
+    return layout;
+  }
+
+  // Zooming one timeline zooms them all to the same commits and records the range in the URL. The
+  // timeline page asks the server for the range at full resolution and draws every chart once with it
+  // (after FOLLOW_WAIT_MS without an answer, they follow with the points in hand first).
+  function onTimelineRelayout(source, event) {
     if (S.syncing) return;
     var range = rangeOf(event);
     if (!range) return;
+    if (range === "auto" || isFullRange(range, wholeRangeOf.get(source))) range = null;
+    zoomToUrl(range);
+    if (S.group) zoomGroup(range);
+    else follow(range);
+  }
+
+  // Every timeline drawn again over `range` with the points it holds.
+  function follow(range) {
     S.syncing = true;
     var updates = S.timelines.map(function (gd) {
-      var update = range === "auto" ? { "xaxis.autorange": true, "yaxis.autorange": true } : { "xaxis.range": range.slice() };
-      var yRange = fitY(gd.data, gd.layout.yaxis, range === "auto" ? null : range, gd.layout.meta);
-      if (yRange) {
-        update["yaxis.range"] = yRange;
-        delete update["yaxis.autorange"];
-      }
-      var ticks = ticksFor(gd.layout.meta, range === "auto" ? null : range, S.commitsOf.get(gd));
-      if (ticks) Object.assign(update, ticks);
-      return window.Plotly.relayout(gd, update);
+      var data = gd.data.map(function (trace) { return Object.assign({}, trace); });
+      var layout = layoutOver(gd, { data: data }, gd.layout, range, S.commitsOf.get(gd));
+      labelFigure(gd, data, layout);
+      return window.Plotly.react(gd, data, layout);
     });
-    Promise.all(updates).finally(function () {
+    return Promise.all(updates).finally(function () {
       S.syncing = false;
     });
-    zoomToUrl(range === "auto" ? null : range);
-    if (S.group) refetch(range === "auto" ? null : range);
   }
 
   // The server thinned the lines to the charts' width: a zoom asks it for the range at full resolution,
-  // a zoom out goes back to the first answer.
-  var pending = null;
-  function refetch(range) {
-    window.clearTimeout(pending);
-    pending = window.setTimeout(function () {
-      var answer = range ? fetchGroup(range) : Promise.resolve(S.group.full);
-      answer.then(function (payload) { redrawGroup(payload, range); }).catch(function () {});
-    }, 150);
+  // a zoom out goes back to the first answer. Only the latest zoom's answer is drawn.
+  var FOLLOW_WAIT_MS = 250;
+  var zooms = 0;
+  function zoomGroup(range) {
+    var zoom = (zooms += 1);
+    if (!range) {
+      redrawGroup(S.group.full, null);
+      return;
+    }
+    var interim = window.setTimeout(function () { if (zoom === zooms) follow(range); }, FOLLOW_WAIT_MS);
+    fetchGroup(range)
+      .then(function (payload) {
+        window.clearTimeout(interim);
+        if (zoom === zooms) return redrawGroup(payload, range);
+      })
+      .catch(function () {});
   }
 
   function groupUrl(range) {
@@ -74,7 +119,6 @@
     }
     return url.toString();
   }
-
 
   function fetchGroup(range) {
     return fetchJson(groupUrl(range));
@@ -88,23 +132,12 @@
       hydrate(figure, payload.commits);
       S.commitsOf.set(gd, commitsIndex(payload.commits));
       figure = viewOf(gd, figure, range);
-      var layout = Object.assign({}, gd.layout, figure.layout, { meta: figure.layout.meta });
-      var yRange = fitY(figure.data, gd.layout.yaxis, range, figure.layout.meta);
-      if (range) {
-        layout.xaxis = Object.assign({}, gd.layout.xaxis, { range: range.slice(), autorange: false });
-      } else {
-        layout.xaxis = Object.assign({}, figure.layout.xaxis);
-      }
-      layout.yaxis = yRange
-        ? Object.assign({}, gd.layout.yaxis, { range: yRange, autorange: false })
-        : Object.assign({}, figure.layout.yaxis);
-      var ticks = ticksFor(layout.meta, range, payload.commits);
-      if (ticks) {
-        layout.xaxis.tickmode = "array";
-        layout.xaxis.tickvals = ticks["xaxis.tickvals"];
-        layout.xaxis.ticktext = ticks["xaxis.ticktext"];
-      }
-      return window.Plotly.react(gd, figure.data, layout);
+      var data = figure.data.map(function (trace) { return Object.assign({}, trace); });
+      var layout = layoutOver(gd, figure, Object.assign({}, gd.layout, figure.layout, { meta: figure.layout.meta }),
+        range, payload.commits);
+      if (!range) wholeRangeOf.set(gd, layout.xaxis.range);
+      labelFigure(gd, data, layout);
+      return window.Plotly.react(gd, data, layout);
     });
     return Promise.all(updates).finally(function () {
       S.syncing = false;
@@ -172,18 +205,8 @@
     }
     if (kind === "timeline") {
       var zoom = zoomFromUrl();
-      if (zoom && layout.xaxis && layout.xaxis.visible !== false) {
-        layout.xaxis.range = zoom;
-        layout.xaxis.autorange = false;
-        var ticks = ticksFor(layout.meta, zoom, commitsIndex(table || figure.commits));
-        if (ticks) {
-          layout.xaxis.tickvals = ticks["xaxis.tickvals"];
-          layout.xaxis.ticktext = ticks["xaxis.ticktext"];
-        }
-      }
-      // Small multiples have their panels fitted already (viewOf).
-      var yRange = layout.yaxis3 ? null : fitY(figure.data, layout.yaxis, zoom, layout.meta);
-      if (yRange) layout.yaxis = Object.assign({}, layout.yaxis, { range: yRange, autorange: false });
+      layout = layoutOver(element, figure, layout, zoom, zoom ? commitsIndex(table || figure.commits) : undefined);
+      labelFigure(element, figure.data || [], layout);
     }
     element.textContent = "";
     return window.Plotly.newPlot(element, figure.data || [], layout, config).then(function (gd) {
@@ -191,22 +214,27 @@
       S.commitsOf.set(gd, commitsIndex(table || figure.commits));
       if (kind === "timeline") {
         S.timelines.push(gd);
-        gd.on("plotly_relayout", onTimelineRelayout);
-        labelAlerts(gd);
+        if (!zoom) wholeRangeOf.set(gd, layout.xaxis && layout.xaxis.range);
+        gd.on("plotly_relayout", function (event) { onTimelineRelayout(gd, event); });
+        labelAlerts(gd, function (event) { return !S.syncing && rangeOf(event) !== null; });
       }
       element.dataset.drawn = "true";
     });
   }
 
-  function load(element) {
+  // A chart's figure: asked for at once (see start), drawn once plotly.js has run.
+  function load(element, ready) {
+    var figure;
     if (element.dataset.figureData) {
       var block = document.getElementById(element.dataset.figureData);
       if (!block) return Promise.resolve(showProblem(element, "Chart data is missing."));
-      return draw(element, JSON.parse(block.textContent));
+      figure = JSON.parse(block.textContent);
+    } else {
+      figure = fetchJson(element.dataset.figureUrl);
     }
-    return fetchJson(element.dataset.figureUrl)
-      .then(function (figure) {
-        return draw(element, figure);
+    return Promise.all([figure, ready])
+      .then(function (answers) {
+        return draw(element, answers[0]);
       })
       .catch(function (error) {
         showProblem(element, "Could not load this chart: " + error.message);
@@ -230,14 +258,14 @@
   }
 
   // The timeline page: one request for all its charts, thinned to the width of the widest.
-  function loadGroup(element) {
+  function loadGroup(element, ready) {
     var charts = Array.prototype.slice.call(element.querySelectorAll("[data-metric]"));
     var width = Math.max.apply(null, charts.map(function (chart) { return chart.clientWidth; }).concat([300]));
     S.group = { element: element, url: element.dataset.timelineUrl, width: Math.round(width), full: null };
     var zoom = zoomFromUrl();
     var first = fetchGroup(null).then(function (payload) { S.group.full = payload; return payload; });
     var answer = zoom ? fetchGroup(zoom) : first;
-    return Promise.all([answer, first])
+    return Promise.all([answer, first, ready])
       .then(function (payloads) {
         var payload = payloads[0];
         element.dataset.resolution = payload.decimated ? "decimated" : "full";
@@ -251,27 +279,37 @@
         charts.forEach(function (chart) { showProblem(chart, "Could not load this chart: " + error.message); });
       });
   }
+
+  // Resolved once the page's deferred scripts, plotly.js among them, have run; rejected when plotly.js
+  // did not load.
+  function plotlyReady() {
+    return new Promise(function (resolve, reject) {
+      var check = function () {
+        if (window.Plotly) resolve();
+        else reject(new Error("plotly.js did not load."));
+      };
+      if (window.Plotly || document.readyState === "complete") check();
+      else document.addEventListener("DOMContentLoaded", check);
+    });
+  }
+
+  // Runs as soon as the document is parsed, before plotly.js: the charts' requests leave now, their
+  // drawing waits for the library.
   function start() {
     var elements = document.querySelectorAll("[data-figure-url], [data-figure-data]");
     var groups = document.querySelectorAll("[data-timeline-url]");
-    if (groups.length) viewControls();
     if (!elements.length && !groups.length) {
       document.body.dataset.chartsDrawn = "true";
       return;
     }
-    if (!window.Plotly) {
-      elements.forEach(function (element) {
-        showProblem(element, "plotly.js did not load.");
-      });
-      groups.forEach(function (element) {
-        showProblem(element, "plotly.js did not load.");
-      });
-      return;
-    }
-    var loads = Array.prototype.map.call(elements, load).concat(Array.prototype.map.call(groups, loadGroup));
-    Promise.all(loads).then(function () {
+    if (groups.length) viewControls();
+    var ready = plotlyReady();
+    var loads = Array.prototype.map.call(elements, function (element) { return load(element, ready); })
+      .concat(Array.prototype.map.call(groups, function (element) { return loadGroup(element, ready); }));
+    // Without plotly.js every chart says so, and the page is never marked drawn.
+    Promise.all(loads.concat([ready])).then(function () {
       document.body.dataset.chartsDrawn = "true";
-    });
+    }, function () {});
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
