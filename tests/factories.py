@@ -1,6 +1,7 @@
 """Model factories: tests build their data here, not in fixture files."""
 
 import hashlib
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -8,7 +9,17 @@ import factory
 from django.db.models import Max
 
 from dashboard.benchmarks.bulk import rows_copy
-from dashboard.benchmarks.models import Commit, Measurement, Repository, Run, Runner, RunStatus, Series, Suite
+from dashboard.benchmarks.models import (
+    HEADLINE_METRICS,
+    Commit,
+    Measurement,
+    Repository,
+    Run,
+    Runner,
+    RunStatus,
+    Series,
+    Suite,
+)
 
 
 class RepositoryFactory(factory.django.DjangoModelFactory):
@@ -147,3 +158,47 @@ def bulk_history(
         ),
     )
     return commits
+
+
+def fleet_history(
+    *, suites: int, hardware: tuple[str, ...], commits: int, value: Callable[[Series, int], float]
+) -> list[Commit]:
+    """A fleet in a few bulk inserts: `commits` commits, each run once by every pair of the suites
+    fleet-000, fleet-001, ... and `hardware`, with the headline metrics at concurrency 16, the point of
+    a series at commit i being value(series, i)."""
+    made = [cast(Commit, CommitFactory()) for _ in range(commits)]
+    fleet = Suite.objects.bulk_create(
+        Suite(name=f"fleet-{index:03d}", hardware_class=hardware[0]) for index in range(suites)
+    )
+    rows_copy(
+        model=Run,
+        fields=("commit", "suite", "hardware_class", "status", "finished_at"),
+        rows=(
+            (commit.pk, suite.pk, pair, RunStatus.SUCCEEDED, commit.committed_at)
+            for suite in fleet
+            for pair in hardware
+            for commit in made
+        ),
+    )
+    runs = {
+        (suite_id, pair, commit_id): pk
+        for pk, suite_id, pair, commit_id in Run.objects.values_list(
+            "pk", "suite_id", "hardware_class", "commit_id"
+        )
+    }
+    series = Series.objects.bulk_create(
+        Series(suite=suite, hardware_class=pair, concurrency=16, metric=metric)
+        for suite in fleet
+        for pair in hardware
+        for metric in HEADLINE_METRICS
+    )
+    rows_copy(
+        model=Measurement,
+        fields=("run", "series", "commit", "value"),
+        rows=(
+            (runs[(item.suite_id, item.hardware_class, commit.pk)], item.pk, commit.pk, value(item, index))
+            for item in series
+            for index, commit in enumerate(made)
+        ),
+    )
+    return made

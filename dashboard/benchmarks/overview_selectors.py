@@ -4,6 +4,7 @@ the commits benchmarked last."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,10 +38,53 @@ class SuiteOverview:
     latest_values: dict[tuple[str, int], float]
 
 
-def suites_overview() -> list[SuiteOverview]:
-    """For each suite and hardware class with data: latest headline values. A fixed number of queries."""
-    suites_by_id = {suite.pk: suite for suite in Suite.objects.order_by("name")}
-    newest = _newest_on_main()
+@dataclass(frozen=True)
+class OverviewPair:
+    """A suite and hardware class with succeeded runs: what the overview lists, card or not."""
+
+    suite: Suite
+    hardware_class: str
+    run_count: int  # every succeeded run of the pair
+    newest_position: int | None  # of its commits on main
+    unplaced: int  # its succeeded runs on commits not placed on main yet (they count as the newest)
+
+    @property
+    def key(self) -> tuple[int, str]:
+        return (self.suite.pk, self.hardware_class)
+
+
+def overview_pairs(*, suite: Suite | None = None) -> list[OverviewPair]:
+    """Every suite and hardware class with a succeeded run (of `suite` only, when given), by suite then
+    hardware class. Two queries, one pass over the runs."""
+    suites = Suite.objects.filter(pk=suite.pk) if suite is not None else Suite.objects.all()
+    suites_by_id = {row.pk: row for row in suites}
+    runs = Run.objects.succeeded() if suite is None else Run.objects.succeeded().filter(suite=suite)
+    return [
+        OverviewPair(
+            suite=suites_by_id[suite_id],
+            hardware_class=hardware_class,
+            run_count=count,
+            newest_position=newest_position,
+            unplaced=unplaced,
+        )
+        for suite_id, hardware_class, count, newest_position, unplaced in sorted(
+            runs.values_list("suite_id", "hardware_class")
+            .annotate(
+                run_count=Count("id"),
+                newest_position=Max("commit__position"),
+                # Commits not placed on main yet count as the newest (see main_order).
+                unplaced=Count("id", filter=Q(commit__position__isnull=True)),
+            )
+            .order_by()
+        )
+    ]
+
+
+def suites_overview(*, pairs: Sequence[OverviewPair] | None = None) -> list[SuiteOverview]:
+    """For each of `pairs` (default: every suite and hardware class with data), in their order: latest
+    headline values. A fixed number of queries."""
+    pairs = overview_pairs() if pairs is None else pairs
+    newest = _newest_on_main(pairs=pairs)
     # The latest commit's value is the median of all its succeeded runs, as on every other page.
     samples: dict[tuple[int, str], dict[tuple[str, int], list[float]]] = defaultdict(
         lambda: defaultdict(list)
@@ -57,15 +101,14 @@ def suites_overview() -> list[SuiteOverview]:
         samples[(suite_id, hardware_class)][(metric, concurrency)].append(value)
     return [
         SuiteOverview(
-            suite=suites_by_id[suite_id],
-            hardware_class=hardware_class,
-            latest_commit=found.commit,
-            run_count=found.run_count,
-            latest_values={
-                key: commit_value_of(values) for key, values in samples[(suite_id, hardware_class)].items()
-            },
+            suite=pair.suite,
+            hardware_class=pair.hardware_class,
+            latest_commit=newest[pair.key].commit,
+            run_count=pair.run_count,
+            latest_values={key: commit_value_of(values) for key, values in samples[pair.key].items()},
         )
-        for (suite_id, hardware_class), found in sorted(newest.items())
+        for pair in pairs
+        if pair.key in newest
     ]
 
 
@@ -73,37 +116,29 @@ def suites_overview() -> list[SuiteOverview]:
 class _Newest:
     commit: Commit
     run_ids: tuple[int, ...]  # the succeeded runs of the pair on that commit
-    run_count: int  # every succeeded run of the pair
 
 
-def _newest_on_main() -> dict[tuple[int, str], _Newest]:
-    """Per suite and hardware class with succeeded runs: the newest commit on main among them (not the one
-    measured last: verification and bisection re-run older commits long after newer ones). Two queries,
-    each one pass over the runs: a newest-commit subquery per run would sort a pair's whole history once
+def _newest_on_main(*, pairs: Sequence[OverviewPair]) -> dict[tuple[int, str], _Newest]:
+    """Per pair: the newest commit on main among its succeeded runs (not the one measured last:
+    verification and bisection re-run older commits long after newer ones). One query over the runs on
+    the pairs' newest commits: a newest-commit subquery per run would sort a pair's whole history once
     for every run of it."""
-    pairs = {
-        (suite_id, hardware_class): (count, newest_position, unplaced)
-        for suite_id, hardware_class, count, newest_position, unplaced in Run.objects.succeeded()
-        .values_list("suite_id", "hardware_class")
-        .annotate(
-            run_count=Count("id"),
-            newest_position=Max("commit__position"),
-            # Commits not placed on main yet count as the newest (see main_order).
-            unplaced=Count("id", filter=Q(commit__position__isnull=True)),
-        )
-        .order_by()
-    }
-    positions = {position for _, position, unplaced in pairs.values() if not unplaced}
+    by_key = {pair.key: pair for pair in pairs}
+    if not by_key:
+        return {}
+    positions = {pair.newest_position for pair in pairs if not pair.unplaced}
     candidates: dict[tuple[int, str], list[Run]] = defaultdict(list)
     for run in (
         Run.objects.succeeded()
+        .filter(suite_id__in={pair.suite.pk for pair in pairs})
         .filter(Q(commit__position__in=positions) | Q(commit__position__isnull=True))
         .select_related("commit__repository")
     ):
-        key = (run.suite_id, run.hardware_class)
-        _, newest_position, unplaced = pairs.get(key, (0, None, 0))
-        if unplaced if run.commit.position is None else run.commit.position == newest_position:
-            candidates[key].append(run)
+        pair = by_key.get((run.suite_id, run.hardware_class))
+        if pair is None:
+            continue
+        if pair.unplaced if run.commit.position is None else run.commit.position == pair.newest_position:
+            candidates[pair.key].append(run)
     newest = {}
     for key, runs in candidates.items():
         commit = max(
@@ -111,9 +146,7 @@ def _newest_on_main() -> dict[tuple[int, str], _Newest]:
             key=lambda c: main_order_key(position=c.position, committed_at=c.committed_at, commit_id=c.pk),
         )
         newest[key] = _Newest(
-            commit=commit,
-            run_ids=tuple(run.pk for run in runs if run.commit_id == commit.pk),
-            run_count=pairs[key][0],
+            commit=commit, run_ids=tuple(run.pk for run in runs if run.commit_id == commit.pk)
         )
     return newest
 
@@ -128,14 +161,21 @@ class SparklineSeries:
 
 
 def suites_sparklines(
-    *, metric: str = "output_throughput_tok_s", last: int = 300
+    *, metric: str = "output_throughput_tok_s", last: int = 300, pairs: Sequence[OverviewPair] | None = None
 ) -> dict[tuple[int, str], SparklineSeries]:
-    """Per (suite id, hardware class): `metric` at its highest concurrency over the last `last` benchmarked
-    commits, oldest first, each the median of its runs. Two queries whatever the number of suites."""
+    """Per (suite id, hardware class), of `pairs` when given: `metric` at its highest concurrency over the
+    last `last` benchmarked commits, oldest first, each the median of its runs. Two queries whatever the
+    number of suites."""
+    series_rows = Series.objects.filter(metric=metric)
+    wanted = None if pairs is None else {pair.key for pair in pairs}
+    if wanted is not None:
+        series_rows = series_rows.filter(suite_id__in={suite_id for suite_id, _ in wanted})
     highest: dict[tuple[int, str], tuple[int, int]] = {}
-    for series_id, suite_id, hardware_class, concurrency in Series.objects.filter(metric=metric).values_list(
+    for series_id, suite_id, hardware_class, concurrency in series_rows.values_list(
         "id", "suite_id", "hardware_class", "concurrency"
     ):
+        if wanted is not None and (suite_id, hardware_class) not in wanted:
+            continue
         if (suite_id, hardware_class) not in highest or concurrency > highest[(suite_id, hardware_class)][1]:
             highest[(suite_id, hardware_class)] = (series_id, concurrency)
     if not highest:

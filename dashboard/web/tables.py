@@ -11,7 +11,7 @@ from django.utils.http import urlencode
 from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
-from dashboard.benchmarks.overview_selectors import SparklineSeries, SuiteOverview
+from dashboard.benchmarks.overview_selectors import OverviewPair, SparklineSeries, SuiteOverview
 from dashboard.benchmarks.selectors import MeasurementRow
 from dashboard.benchmarks.statistics import commit_value
 from dashboard.github.impact import CommitChanges, MetricChange
@@ -181,6 +181,59 @@ def _latest_cell(overview: SuiteOverview, display: MetricDisplay, concurrency: i
     return _cell(display, None if value is None else [value])
 
 
+# The overview lists a fleet's suites and hardware classes (hundreds) as cards up to OVERVIEW_FOLD_FROM;
+# from there it shows OVERVIEW_SHOWN cards, those with the most open regressions, and folds the rest into
+# one line each, whose card is fetched when it is opened (a first screenful, not a whole fleet).
+OVERVIEW_FOLD_FROM = 24
+OVERVIEW_SHOWN = 12
+
+
+def overview_split(
+    *, pairs: Sequence[OverviewPair], open_regressions: dict[tuple[str, str], int]
+) -> tuple[list[OverviewPair], list[OverviewPair]]:
+    """(shown as cards, folded), each in the order of `pairs`: every pair is shown below
+    OVERVIEW_FOLD_FROM; from there the OVERVIEW_SHOWN with the most open regressions (by (suite name,
+    hardware class)), the first in order among equals."""
+    if len(pairs) < OVERVIEW_FOLD_FROM:
+        return list(pairs), []
+    ranked = sorted(
+        range(len(pairs)),
+        key=lambda index: (
+            -open_regressions.get((pairs[index].suite.name, pairs[index].hardware_class), 0),
+            index,
+        ),
+    )
+    chosen = set(ranked[:OVERVIEW_SHOWN])
+    return (
+        [pair for index, pair in enumerate(pairs) if index in chosen],
+        [pair for index, pair in enumerate(pairs) if index not in chosen],
+    )
+
+
+@dataclass(frozen=True)
+class FoldedCard:
+    """A suite and hardware class the overview folds into one line: its card is fetched when opened."""
+
+    suite: str
+    hardware_class: str
+    open_regressions: int
+    fragment_query: str  # the card's query string (suite and hardware)
+
+
+def overview_folded(
+    *, pairs: Sequence[OverviewPair], open_regressions: dict[tuple[str, str], int]
+) -> list[FoldedCard]:
+    return [
+        FoldedCard(
+            suite=pair.suite.name,
+            hardware_class=pair.hardware_class,
+            open_regressions=open_regressions.get((pair.suite.name, pair.hardware_class), 0),
+            fragment_query=urlencode({"suite": pair.suite.name, "hardware": pair.hardware_class}),
+        )
+        for pair in pairs
+    ]
+
+
 def overview_cards(
     *,
     overviews: Sequence[SuiteOverview],
@@ -194,7 +247,7 @@ def overview_cards(
     class); links built by `suite_url(name)`, `commit_url(sha)` and from `alerts_url`, each route reversed
     once rather than once a card (hundreds of cards)."""
     cards = []
-    for index, overview in enumerate(overviews, start=1):
+    for overview in overviews:
         levels = sorted({concurrency for _, concurrency in overview.latest_values})
         rows = tuple(
             LevelRow(
@@ -210,7 +263,7 @@ def overview_cards(
             OverviewCard(
                 overview=overview,
                 rows=rows,
-                sparkline=_sparkline(series, f"sparkline-{index}"),
+                sparkline=_sparkline(series, f"sparkline-{overview.suite.pk}-{overview.hardware_class}"),
                 timeline_href=f"{suite_url(overview.suite.name)}?{query}",
                 commit_href=commit_url(latest.sha) if latest else "",
                 open_regressions=open_regressions.get((overview.suite.name, overview.hardware_class), 0),

@@ -6,6 +6,7 @@ app_name = "web"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("overview/cards/", views.overview_card, name="overview-card"),
     path("search/", views.search_page, name="search"),
     path("suites/", views.suites, name="suites"),
     path("suites/<slug:suite>/", views.suite_timeline, name="suite-timeline"),

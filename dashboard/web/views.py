@@ -39,7 +39,14 @@ from dashboard.web.filters import (
 from dashboard.web.load_curves import load_curve_section
 from dashboard.web.markers import tracking_toggles
 from dashboard.web.search import search
-from dashboard.web.tables import HEADLINE_DISPLAYS, commit_measurement_blocks, overview_cards
+from dashboard.web.tables import (
+    HEADLINE_DISPLAYS,
+    OverviewCard,
+    commit_measurement_blocks,
+    overview_cards,
+    overview_folded,
+    overview_split,
+)
 
 QUICK_RANGES_DAYS = (7, 30, 90)
 
@@ -55,29 +62,57 @@ def commit_url_builder() -> CommitUrl:
     return _route_builder("web:commit", "0" * 40)
 
 
-@require_GET
-def overview(request: HttpRequest) -> HttpResponse:
-    restored = regressions_restored()  # once: the open list, the cards' counts and the recovered list
-    cards = overview_cards(
-        overviews=overview_selectors.suites_overview(),
-        sparklines=overview_selectors.suites_sparklines(),
+def _overview_cards(
+    *, pairs: list[overview_selectors.OverviewPair], open_regressions: dict[tuple[str, str], int]
+) -> list[OverviewCard]:
+    return overview_cards(
+        overviews=overview_selectors.suites_overview(pairs=pairs),
+        sparklines=overview_selectors.suites_sparklines(pairs=pairs),
         suite_url=_route_builder("web:suite-timeline", "suite-name-placeholder"),
         commit_url=commit_url_builder(),
         alerts_url=reverse("regressions:alerts"),
-        open_regressions=open_regression_counts(restored=restored),
+        open_regressions=open_regressions,
     )
+
+
+def _headline_head() -> str:
+    """The same head for every card: rendered once, not once per card."""
+    return render_to_string("web/_headline_head.html", {"headline": HEADLINE_DISPLAYS})
+
+
+@require_GET
+def overview(request: HttpRequest) -> HttpResponse:
+    restored = regressions_restored()  # once: the open list, the cards' counts and the recovered list
+    counts = open_regression_counts(restored=restored)
+    shown, folded = overview_split(pairs=overview_selectors.overview_pairs(), open_regressions=counts)
     return render(
         request,
         "web/overview.html",
         {
-            "cards": cards,
-            # The same head for every card: rendered once, not once per card.
-            "headline_head": render_to_string("web/_headline_head.html", {"headline": HEADLINE_DISPLAYS}),
+            "cards": _overview_cards(pairs=shown, open_regressions=counts),
+            "folded_cards": overview_folded(pairs=folded, open_regressions=counts),
+            "headline_head": _headline_head(),
             "recent_commits": overview_selectors.commits_recently_benchmarked(limit=15),
             "open_regressions": alert_groups_open(restored=restored),
             "recovered": regressions_restored_rows(restored=restored),
         },
     )
+
+
+@require_GET
+def overview_card(request: HttpRequest) -> HttpResponse:
+    """One suite and hardware class of the overview (`suite`, `hardware`), as the overview folds it."""
+    suite = Suite.objects.filter(name=request.GET.get("suite", "")).first()
+    hardware = request.GET.get("hardware", "")
+    pairs = (
+        [pair for pair in overview_selectors.overview_pairs(suite=suite) if pair.hardware_class == hardware]
+        if suite is not None
+        else []
+    )
+    if not pairs:
+        return HttpResponse("No results of this suite here.", status=404, content_type="text/plain")
+    cards = _overview_cards(pairs=pairs, open_regressions=open_regression_counts())
+    return render(request, "web/_overview_card.html", {"card": cards[0], "headline_head": _headline_head()})
 
 
 @require_GET

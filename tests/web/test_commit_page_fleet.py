@@ -2,15 +2,13 @@
 rest into one line each (fetched when opened) and stays a page a browser loads at once."""
 
 import re
-from typing import cast
 
 import numpy as np
 import pytest
 from django.test import Client
 
-from dashboard.benchmarks.bulk import rows_copy
-from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Measurement, Run, RunStatus, Series, Suite
-from tests.factories import CommitFactory
+from dashboard.benchmarks.models import HEADLINE_METRICS, Commit, Series
+from tests.factories import fleet_history
 from tests.web.test_browser import BrowserPage
 from tests.web.test_browser import browser as browser  # the Chromium fixture
 
@@ -22,51 +20,17 @@ PAGE_LIMIT_BYTES = 500 * 1024
 
 def _fleet() -> tuple[list[Commit], str]:
     """Twenty commits, each run by every pair; the last one slows fleet-007 on h200 by a third."""
-    commits = [cast(Commit, CommitFactory()) for _ in range(COMMITS)]
-    suites = Suite.objects.bulk_create(
-        Suite(name=f"fleet-{index:03d}", hardware_class="b300") for index in range(SUITES)
+    noise = np.random.default_rng(7).normal(
+        1.0, 0.01, (SUITES * len(HARDWARE) * len(HEADLINE_METRICS), COMMITS)
     )
-    rows_copy(
-        model=Run,
-        fields=("commit", "suite", "hardware_class", "status", "finished_at"),
-        rows=(
-            (commit.pk, suite.pk, hardware, RunStatus.SUCCEEDED, commit.committed_at)
-            for suite in suites
-            for hardware in HARDWARE
-            for commit in commits
-        ),
-    )
-    runs = {
-        (suite_id, hardware, commit_id): pk
-        for pk, suite_id, hardware, commit_id in Run.objects.values_list(
-            "pk", "suite_id", "hardware_class", "commit_id"
-        )
-    }
-    series = Series.objects.bulk_create(
-        Series(suite=suite, hardware_class=hardware, concurrency=16, metric=metric)
-        for suite in suites
-        for hardware in HARDWARE
-        for metric in HEADLINE_METRICS
-    )
-    changed = next(
-        item for item in series if item.suite.name == "fleet-007" and item.hardware_class == "h200"
-    )
-    noise = np.random.default_rng(7).normal(1.0, 0.01, (len(series), COMMITS))
-    rows_copy(
-        model=Measurement,
-        fields=("run", "series", "commit", "value"),
-        rows=(
-            (
-                runs[(item.suite_id, item.hardware_class, commit.pk)],
-                item.pk,
-                commit.pk,
-                100.0 * noise[row, index] * (0.66 if item is changed and index == COMMITS - 1 else 1.0),
-            )
-            for row, item in enumerate(series)
-            for index, commit in enumerate(commits)
-        ),
-    )
-    return commits, "fleet-007"
+    rows: dict[int, int] = {}
+
+    def value(series: Series, index: int) -> float:
+        row = rows.setdefault(series.pk, len(rows))
+        changed = series.suite.name == "fleet-007" and series.hardware_class == "h200"
+        return 100.0 * noise[row, index] * (0.66 if changed and index == COMMITS - 1 else 1.0)
+
+    return fleet_history(suites=SUITES, hardware=HARDWARE, commits=COMMITS, value=value), "fleet-007"
 
 
 @pytest.mark.django_db
