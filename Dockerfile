@@ -16,7 +16,7 @@ RUN pip install --no-cache-dir . && python manage.py collectstatic --no-input \
     && mkdir -p var/media && chown -R perfwatch:perfwatch var
 USER perfwatch
 EXPOSE 8000
-CMD ["gunicorn", "dashboard.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "60"]
+CMD ["gunicorn", "dashboard.wsgi", "--config", "python:dashboard.gunicorn_conf", "--bind", "0.0.0.0:8000", "--workers", "3", "--timeout", "60"]
 
 # A GPU runner node: Python 3.11 with venv for the vLLM and guidellm environments, uv and nvidia-ml-py
 # (the runner extra), git and curl; the cache volume's mount point belongs to the runner user.

@@ -701,7 +701,8 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
-# The web app as production serves it (docker-compose.yml): gunicorn's sync workers, three of them.
+# The web app as production serves it (docker-compose.yml): gunicorn's sync workers, three of them, with
+# the production config (dashboard/gunicorn_conf.py).
 WEB_WORKERS = 3
 
 
@@ -737,6 +738,8 @@ def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
             "-m",
             "gunicorn",
             "dashboard.wsgi",
+            "--config",
+            "python:dashboard.gunicorn_conf",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",
