@@ -165,7 +165,8 @@ def suites_sparklines(
 ) -> dict[tuple[int, str], SparklineSeries]:
     """Per (suite id, hardware class), of `pairs` when given: `metric` at its highest concurrency over the
     last `last` benchmarked commits, oldest first, each the median of its runs. Two queries whatever the
-    number of suites."""
+    number of suites (three when a pair was benchmarked too sparsely for its recent commits to hold
+    them)."""
     series_rows = Series.objects.filter(metric=metric)
     wanted = None if pairs is None else {pair.key for pair in pairs}
     if wanted is not None:
@@ -180,7 +181,7 @@ def suites_sparklines(
             highest[(suite_id, hardware_class)] = (series_id, concurrency)
     if not highest:
         return {}
-    rows = _sparkline_points(series_ids=[series_id for series_id, _ in highest.values()], last=last)
+    rows = _sparkline_rows(highest=highest, last=last, pairs=pairs)
     # Tens of thousands of points: folded as columns (one rank is one commit), not point by point.
     table = np.array(rows, dtype=np.float64).reshape(len(rows), 3)
     series_ids = table[:, 0].astype(np.int64)
@@ -197,31 +198,88 @@ def suites_sparklines(
     }
 
 
-def _sparkline_points(*, series_ids: list[int], last: int, portable: bool = False) -> list[tuple[Any, ...]]:
+# A sparkline reads its series from this many times `last` commits before the pair's newest on main: a pair
+# benchmarked at least one commit in SPARKLINE_SPAN reads only those (the same points whatever the
+# history's length); one benchmarked more sparsely is read again whole.
+SPARKLINE_SPAN = 4
+
+
+def _sparkline_rows(
+    *, highest: dict[tuple[int, str], tuple[int, int]], last: int, pairs: Sequence[OverviewPair] | None
+) -> list[tuple[Any, ...]]:
+    """The sparkline points (see `_sparkline_points`) of the series in `highest`: those of a long
+    history from their pair's recent commits (where `pairs` says where they are), the others, and those
+    whose recent commits held fewer than `last` benchmarked ones, whole. Two queries at most."""
+    newest = {
+        pair.key: pair.newest_position
+        for pair in pairs or ()
+        if not pair.unplaced and pair.newest_position is not None
+    }
+    since = {
+        series_id: newest[key] - SPARKLINE_SPAN * last
+        for key, (series_id, _) in highest.items()
+        if newest.get(key, 0) > SPARKLINE_SPAN * last
+    }
+    rows = []
+    if since:
+        bounded = list(since)
+        rows = _sparkline_points(series_ids=bounded, last=last, since=[since[pk] for pk in bounded])
+    deepest: dict[int, int] = defaultdict(int)
+    for series_id, recency, _ in rows:
+        deepest[series_id] = max(deepest[series_id], recency)
+    short = {pk for pk in since if deepest[pk] < last}
+    rows = [row for row in rows if row[0] not in short]
+    whole = [series_id for series_id, _ in highest.values() if series_id not in since or series_id in short]
+    if whole:
+        rows += _sparkline_points(series_ids=whole, last=last)
+    return rows
+
+
+def _sparkline_points(
+    *, series_ids: list[int], last: int, since: list[int] | None = None, portable: bool = False
+) -> list[tuple[Any, ...]]:
     """(series id, recency, value) of every succeeded run's point of the series on its last `last`
-    benchmarked commits, recency 1 the newest; `portable` takes the ORM's statement on PostgreSQL too."""
+    benchmarked commits, recency 1 the newest; `portable` takes the ORM's statement on PostgreSQL too.
+    `since` (a position per series) reads only the commits from there on and those not placed yet: the
+    same points wherever those hold `last` benchmarked commits of the series."""
     if connection.vendor == "postgresql" and not portable:
         # Each series through its covering index (series, commit): the planner, misjudging how many
-        # points 500 series have, otherwise scans the whole measurement table.
+        # points 500 series have, otherwise scans the whole measurement table. From `since`, the commits
+        # come first, from their index on position, and each looks up its point: the recent commits of a
+        # long history, rather than the whole of it for 300 points.
+        recent = f"""
+            SELECT m.series_id, m.commit_id, m.run_id, m.value, m.position, m.committed_at
+            FROM unnest(%s::bigint[], %s::int[]) AS wanted(id, since)
+            CROSS JOIN LATERAL (
+                SELECT m.series_id, m.commit_id, m.run_id, m.value, c.position, c.committed_at
+                FROM {Commit._meta.db_table} c
+                JOIN {Measurement._meta.db_table} m ON m.commit_id = c.id AND m.series_id = wanted.id
+                WHERE (c.position >= wanted.since OR c.position IS NULL)
+                  AND m.value > '-Infinity'::float8 AND m.value < 'Infinity'::float8
+                OFFSET 0
+            ) m"""
+        whole = f"""
+            SELECT m.series_id, m.commit_id, m.run_id, m.value, c.position, c.committed_at
+            FROM unnest(%s::bigint[]) AS wanted(id)
+            CROSS JOIN LATERAL (
+                SELECT m.series_id, m.commit_id, m.run_id, m.value FROM {Measurement._meta.db_table} m
+                WHERE m.series_id = wanted.id
+                  AND m.value > '-Infinity'::float8 AND m.value < 'Infinity'::float8
+                OFFSET 0
+            ) m
+            JOIN {Commit._meta.db_table} c ON c.id = m.commit_id"""
         sql = f"""
             SELECT series_id, recency, value FROM (
                 SELECT m.series_id, m.value, dense_rank() OVER (
                     PARTITION BY m.series_id
-                    ORDER BY c.position DESC NULLS FIRST, c.committed_at DESC NULLS FIRST, m.commit_id DESC
+                    ORDER BY m.position DESC NULLS FIRST, m.committed_at DESC NULLS FIRST, m.commit_id DESC
                 ) AS recency
-                FROM unnest(%s::bigint[]) AS wanted(id)
-                CROSS JOIN LATERAL (
-                    SELECT m.series_id, m.commit_id, m.run_id, m.value FROM {Measurement._meta.db_table} m
-                    WHERE m.series_id = wanted.id
-                      AND m.value > '-Infinity'::float8 AND m.value < 'Infinity'::float8
-                    OFFSET 0
-                ) m
-                JOIN {Commit._meta.db_table} c ON c.id = m.commit_id
+                FROM ({whole if since is None else recent}) m
                 JOIN {Run._meta.db_table} r ON r.id = m.run_id AND r.status = %s
             ) ranked
             WHERE recency <= %s
         """
-        params: Any = [series_ids, RunStatus.SUCCEEDED, last]
+        params: Any = [series_ids, *([] if since is None else [since]), RunStatus.SUCCEEDED, last]
     else:
         query = (
             Measurement.objects.filter(series_id__in=series_ids, run__status=RunStatus.SUCCEEDED)
