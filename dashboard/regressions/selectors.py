@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from django.db import connection
 from django.db.models import Count, F, Prefetch, Q, QuerySet
 from django.utils.text import capfirst
 
@@ -171,60 +172,78 @@ class Restoration:
         return self.by.head_commit.subject.lower().startswith("revert")
 
 
-def _restored(*, lost: Alert, back: Alert) -> bool:
-    """Whether `back` (a later change of the same series) undoes `lost`: after it, the series is within
-    RESTORED_WITHIN of `lost`'s size from where it was before `lost`."""
-    if lost.before_value == 0 or (lost.change_pct > 0) == (back.change_pct > 0):
-        return False
-    remaining = abs(back.after_value / lost.before_value - 1.0) * 100.0
-    return remaining <= RESTORED_WITHIN * abs(lost.change_pct)
+# Each regressed series of a regression (or trade-off) that nobody dismissed, against the improvements of the
+# same series in later groups (based at or after its head) that nobody dismissed: one undoes it when the
+# series ends within RESTORED_WITHIN of the loss's size from where it was before the loss. The later group
+# that undid most of its series (the nearest on main among equals, then the first made) restores it when
+# that is more than half of them. Worked out in the database, over the alerts' columns only (double
+# precision, as Python's floats): the overview needs the few restored groups, not every alert of the
+# history loaded as objects.
+_RESTORED_SQL = """
+WITH lost AS (
+    SELECT a.group_id, a.series_id, a.before_value, a.change_pct, COALESCE(head.position, 0) AS at
+    FROM {alert} a
+    JOIN {group} g ON g.id = a.group_id
+    JOIN {commit} head ON head.id = g.head_commit_id
+    WHERE a.kind = %(regression)s AND g.kind IN (%(regression)s, %(trade_off)s) AND g.state <> %(dismissed)s
+),
+sizes AS (SELECT group_id, COUNT(*) AS regressed FROM lost GROUP BY group_id),
+backs AS (
+    SELECT lost.group_id, back.group_id AS by_id, COALESCE(by_head.position, 0) AS by_at,
+        COUNT(*) AS restored
+    FROM lost
+    JOIN {alert} back ON back.series_id = lost.series_id AND back.kind = %(improvement)s
+    JOIN {group} by_group ON by_group.id = back.group_id AND by_group.state <> %(dismissed)s
+    JOIN {commit} by_base ON by_base.id = by_group.base_commit_id
+    JOIN {commit} by_head ON by_head.id = by_group.head_commit_id
+    WHERE COALESCE(by_base.position, 0) >= lost.at
+      AND lost.before_value <> 0 AND (lost.change_pct > 0) <> (back.change_pct > 0)
+      AND ABS(back.after_value / lost.before_value - 1.0) * 100.0 <= %(within)s * ABS(lost.change_pct)
+    GROUP BY lost.group_id, back.group_id, COALESCE(by_head.position, 0)
+),
+ranked AS (
+    SELECT backs.*, ROW_NUMBER() OVER (
+        PARTITION BY backs.group_id ORDER BY backs.restored DESC, backs.by_at, backs.by_id
+    ) AS place
+    FROM backs
+)
+SELECT ranked.group_id, ranked.by_id, ranked.restored, sizes.regressed
+FROM ranked JOIN sizes ON sizes.group_id = ranked.group_id
+WHERE ranked.place = 1 AND ranked.restored * 2 > sizes.regressed
+"""
 
 
 def regressions_restored() -> dict[int, Restoration]:
     """Regressions (and trade-offs) that a later change restored, by group id: most of their regressed
-    series came back by the head of one later group. Two queries."""
-    lost_by_group: dict[int, list[Alert]] = {}
-    positions: dict[int, int] = {}
-    for alert in (
-        Alert.objects.filter(
-            kind=AlertKind.REGRESSION, group__kind__in=(GroupKind.REGRESSION, GroupKind.TRADE_OFF)
-        )
-        .exclude(group__state=GroupState.DISMISSED)
-        .select_related("group__head_commit")
-    ):
-        lost_by_group.setdefault(alert.group_id, []).append(alert)
-        positions[alert.group_id] = alert.group.head_commit.position or 0
-    if not lost_by_group:
+    series came back by the head of one later group (see _RESTORED_SQL). One query over the alerts'
+    columns, and one for the restoring groups when there are any."""
+    sql = _RESTORED_SQL.format(
+        alert=Alert._meta.db_table, group=AlertGroup._meta.db_table, commit=Commit._meta.db_table
+    )
+    params: dict[str, str | float] = {
+        "regression": AlertKind.REGRESSION.value,
+        "improvement": AlertKind.IMPROVEMENT.value,
+        "trade_off": GroupKind.TRADE_OFF.value,
+        "dismissed": GroupState.DISMISSED.value,
+        "within": RESTORED_WITHIN,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if not rows:
         return {}
-    series = {alert.series_id for alerts in lost_by_group.values() for alert in alerts}
-    later: dict[int, list[Alert]] = {}
-    for alert in (
-        Alert.objects.filter(series_id__in=series, kind=AlertKind.IMPROVEMENT)
-        .exclude(group__state=GroupState.DISMISSED)
-        .select_related("group__base_commit", "group__head_commit")
-        .order_by("group__head_commit__position", "pk")
-    ):
-        later.setdefault(alert.series_id, []).append(alert)
-    restored: dict[int, Restoration] = {}
-    for group_id, lost in lost_by_group.items():
-        counts: dict[int, int] = {}
-        groups: dict[int, AlertGroup] = {}
-        for alert in lost:
-            for back in later.get(alert.series_id, ()):
-                if (back.group.base_commit.position or 0) >= positions[group_id] and _restored(
-                    lost=alert, back=back
-                ):
-                    counts[back.group_id] = counts.get(back.group_id, 0) + 1
-                    groups[back.group_id] = back.group
-        best = max(counts, key=lambda pk: (counts[pk], -(groups[pk].head_commit.position or 0)), default=None)
-        if best is not None and counts[best] * 2 > len(lost):
-            restored[group_id] = Restoration(
-                regression_id=group_id,
-                by=groups[best],
-                series_restored=counts[best],
-                series_regressed=len(lost),
-            )
-    return restored
+    by_groups = AlertGroup.objects.select_related("base_commit", "head_commit").in_bulk(
+        {by_id for _, by_id, _, _ in rows}
+    )
+    return {
+        group_id: Restoration(
+            regression_id=group_id,
+            by=by_groups[by_id],
+            series_restored=restored,
+            series_regressed=regressed,
+        )
+        for group_id, by_id, restored, regressed in rows
+    }
 
 
 def regressions_restored_rows(
