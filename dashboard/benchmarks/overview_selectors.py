@@ -39,26 +39,106 @@ class SuiteOverview:
 
 
 @dataclass(frozen=True)
-class OverviewPair:
-    """A suite and hardware class with succeeded runs: what the overview lists, card or not."""
+class PairKey:
+    """A suite and hardware class with succeeded runs, before anything else is read of it."""
 
     suite: Suite
     hardware_class: str
-    run_count: int  # every succeeded run of the pair
-    newest_position: int | None  # of its commits on main
-    unplaced: int  # its succeeded runs on commits not placed on main yet (they count as the newest)
 
     @property
     def key(self) -> tuple[int, str]:
         return (self.suite.pk, self.hardware_class)
 
 
-def overview_pairs(*, suite: Suite | None = None) -> list[OverviewPair]:
-    """Every suite and hardware class with a succeeded run (of `suite` only, when given), by suite then
-    hardware class. Two queries, one pass over the runs."""
-    suites = Suite.objects.filter(pk=suite.pk) if suite is not None else Suite.objects.all()
-    suites_by_id = {row.pk: row for row in suites}
-    runs = Run.objects.succeeded() if suite is None else Run.objects.succeeded().filter(suite=suite)
+@dataclass(frozen=True)
+class OverviewPair(PairKey):
+    """A suite and hardware class with succeeded runs, with what its card says of them."""
+
+    run_count: int  # every succeeded run of the pair
+    newest_position: int | None  # of its commits on main
+    unplaced: int  # its succeeded runs on commits not placed on main yet (they count as the newest)
+
+
+# Every pair with a succeeded run, one index descent each over the runs' (suite, hardware class, status)
+# index (a loose index scan): as many steps as there are pairs, however many runs each has.
+_PAIR_KEYS_SQL = f"""
+    WITH RECURSIVE pairs AS (
+        (SELECT suite_id, hardware_class FROM {Run._meta.db_table} WHERE status = %(succeeded)s
+         ORDER BY suite_id, hardware_class LIMIT 1)
+        UNION ALL
+        SELECT next.suite_id, next.hardware_class FROM pairs CROSS JOIN LATERAL (
+            SELECT run.suite_id, run.hardware_class FROM {Run._meta.db_table} run
+            WHERE run.status = %(succeeded)s
+              AND (run.suite_id, run.hardware_class) > (pairs.suite_id, pairs.hardware_class)
+            ORDER BY run.suite_id, run.hardware_class LIMIT 1
+        ) next
+    )
+    SELECT suite_id, hardware_class FROM pairs"""
+
+# A pair's newest commit on main is looked for among this many newest commits on main first (a pair in
+# use has run one of them); only a pair idle for longer is read from its own runs.
+PAIR_NEWEST_WALK = 500
+
+# Per pair: its succeeded runs counted in the same index; its newest commit on main found by walking the
+# commits from the newest down until one has such a run (a subplan per commit, so that the planner cannot
+# trade the walk for a read of every run), for PAIR_NEWEST_WALK commits at most, then from its own runs
+# (each run's commit looked up, rather than every commit hashed);
+# its runs on unplaced commits from those commits (few: synced but not yet placed on main).
+_PAIR_SUMMARY_SQL = f"""
+    SELECT wanted.suite_id, wanted.hardware_class,
+        (SELECT COUNT(*) FROM {Run._meta.db_table} run
+         WHERE run.suite_id = wanted.suite_id AND run.hardware_class = wanted.hardware_class
+           AND run.status = %(succeeded)s),
+        COALESCE(
+            (SELECT newest.position FROM (
+                 SELECT c.id, c.position FROM {Commit._meta.db_table} c
+                 WHERE c.position IS NOT NULL ORDER BY c.position DESC LIMIT %(walk)s
+             ) newest
+             WHERE (SELECT true FROM {Run._meta.db_table} run
+                    WHERE run.commit_id = newest.id AND run.suite_id = wanted.suite_id
+                      AND run.hardware_class = wanted.hardware_class AND run.status = %(succeeded)s
+                    LIMIT 1)
+             ORDER BY newest.position DESC LIMIT 1),
+            (SELECT MAX((SELECT c.position FROM {Commit._meta.db_table} c WHERE c.id = run.commit_id))
+             FROM {Run._meta.db_table} run
+             WHERE run.suite_id = wanted.suite_id AND run.hardware_class = wanted.hardware_class
+               AND run.status = %(succeeded)s)
+        ),
+        (SELECT COUNT(*) FROM {Commit._meta.db_table} c
+         JOIN {Run._meta.db_table} run ON run.commit_id = c.id
+         WHERE c.position IS NULL AND run.suite_id = wanted.suite_id
+           AND run.hardware_class = wanted.hardware_class AND run.status = %(succeeded)s)
+    FROM unnest(%(suites)s::bigint[], %(hardware)s::text[]) AS wanted(suite_id, hardware_class)"""
+
+
+def overview_pair_keys() -> list[PairKey]:
+    """Every suite and hardware class with a succeeded run, by suite then hardware class: on PostgreSQL a
+    step per pair, not a pass over every run."""
+    suites_by_id = {row.pk: row for row in Suite.objects.all()}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(_PAIR_KEYS_SQL, {"succeeded": RunStatus.SUCCEEDED.value})
+            found = cursor.fetchall()
+    else:
+        found = list(Run.objects.succeeded().values_list("suite_id", "hardware_class").distinct().order_by())
+    return [
+        PairKey(suite=suites_by_id[suite_id], hardware_class=hardware_class)
+        for suite_id, hardware_class in sorted(found)
+    ]
+
+
+def overview_pairs(*, among: Sequence[PairKey] | None = None) -> list[OverviewPair]:
+    """Every suite and hardware class with a succeeded run (only those of `among`, when given), by suite
+    then hardware class, with its run count and newest commit. Every pair in one pass over the runs; the
+    pairs of `among`, on PostgreSQL, through the runs' indexes: a page that shows a few pairs reads those
+    pairs' index entries, not every run of the history."""
+    if among is not None and connection.vendor == "postgresql":
+        return _pairs_summarised(among=among)
+    suites_by_id = {row.pk: row for row in Suite.objects.all()}
+    runs = Run.objects.succeeded()
+    wanted = None if among is None else {pair.key for pair in among}
+    if wanted is not None:
+        runs = runs.filter(suite_id__in={suite_id for suite_id, _ in wanted})
     return [
         OverviewPair(
             suite=suites_by_id[suite_id],
@@ -77,6 +157,37 @@ def overview_pairs(*, suite: Suite | None = None) -> list[OverviewPair]:
             )
             .order_by()
         )
+        if wanted is None or (suite_id, hardware_class) in wanted
+    ]
+
+
+def _pairs_summarised(*, among: Sequence[PairKey]) -> list[OverviewPair]:
+    """`overview_pairs` of `among` on PostgreSQL: one statement, a few index reads per pair."""
+    if not among:
+        return []
+    ordered = sorted(among, key=lambda pair: pair.key)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _PAIR_SUMMARY_SQL,
+            {
+                "succeeded": RunStatus.SUCCEEDED.value,
+                "walk": PAIR_NEWEST_WALK,
+                "suites": [pair.suite.pk for pair in ordered],
+                "hardware": [pair.hardware_class for pair in ordered],
+            },
+        )
+        found = {(suite_id, hardware): rest for suite_id, hardware, *rest in cursor.fetchall()}
+    return [
+        OverviewPair(
+            suite=pair.suite,
+            hardware_class=pair.hardware_class,
+            run_count=count,
+            newest_position=newest_position,
+            unplaced=unplaced,
+        )
+        for pair in ordered
+        for count, newest_position, unplaced in [found[pair.key]]
+        if count
     ]
 
 
@@ -244,20 +355,32 @@ def _sparkline_points(
     same points wherever those hold `last` benchmarked commits of the series."""
     if connection.vendor == "postgresql" and not portable:
         # Each series through its covering index (series, commit): the planner, misjudging how many
-        # points 500 series have, otherwise scans the whole measurement table. From `since`, the commits
-        # come first, from their index on position, and each looks up its point: the recent commits of a
-        # long history, rather than the whole of it for 300 points.
+        # points 500 series have, otherwise scans the whole measurement table. From `since`, the recent
+        # commits (from the earliest `since` on, and those not placed yet) are read once, and each series
+        # reads only its index entries from the oldest id among its own recent commits: a superset of
+        # their points whatever the ids' order, and no more than them where commits are stored in the
+        # order they land on main (as sync stores them), rather than the whole history's points hashed
+        # against the commits for 300 of them.
         recent = f"""
-            SELECT m.series_id, m.commit_id, m.run_id, m.value, m.position, m.committed_at
+            WITH recent AS MATERIALIZED (
+                SELECT c.id, c.position, c.committed_at FROM {Commit._meta.db_table} c
+                WHERE c.position >= (SELECT MIN(since) FROM unnest(%s::int[]) AS earliest(since))
+                   OR c.position IS NULL
+            )
+            SELECT m.series_id, m.commit_id, m.run_id, m.value, c.position, c.committed_at
             FROM unnest(%s::bigint[], %s::int[]) AS wanted(id, since)
             CROSS JOIN LATERAL (
-                SELECT m.series_id, m.commit_id, m.run_id, m.value, c.position, c.committed_at
-                FROM {Commit._meta.db_table} c
-                JOIN {Measurement._meta.db_table} m ON m.commit_id = c.id AND m.series_id = wanted.id
-                WHERE (c.position >= wanted.since OR c.position IS NULL)
+                SELECT MIN(recent.id) AS id FROM recent
+                WHERE recent.position >= wanted.since OR recent.position IS NULL
+            ) oldest
+            CROSS JOIN LATERAL (
+                SELECT m.series_id, m.commit_id, m.run_id, m.value FROM {Measurement._meta.db_table} m
+                WHERE m.series_id = wanted.id AND m.commit_id >= oldest.id
                   AND m.value > '-Infinity'::float8 AND m.value < 'Infinity'::float8
                 OFFSET 0
-            ) m"""
+            ) m
+            JOIN recent c ON c.id = m.commit_id
+            WHERE c.position >= wanted.since OR c.position IS NULL"""
         whole = f"""
             SELECT m.series_id, m.commit_id, m.run_id, m.value, c.position, c.committed_at
             FROM unnest(%s::bigint[]) AS wanted(id)
@@ -275,11 +398,13 @@ def _sparkline_points(
                     ORDER BY m.position DESC NULLS FIRST, m.committed_at DESC NULLS FIRST, m.commit_id DESC
                 ) AS recency
                 FROM ({whole if since is None else recent}) m
-                JOIN {Run._meta.db_table} r ON r.id = m.run_id AND r.status = %s
+                -- A lookup per point (a few thousand): a join lets the planner hash every run there is.
+                WHERE (SELECT r.status FROM {Run._meta.db_table} r WHERE r.id = m.run_id) = %s
             ) ranked
             WHERE recency <= %s
         """
-        params: Any = [series_ids, *([] if since is None else [since]), RunStatus.SUCCEEDED, last]
+        reads: list[Any] = [series_ids] if since is None else [since, series_ids, since]
+        params: Any = [*reads, RunStatus.SUCCEEDED, last]
     else:
         query = (
             Measurement.objects.filter(series_id__in=series_ids, run__status=RunStatus.SUCCEEDED)

@@ -11,7 +11,7 @@ from django.utils.http import urlencode
 from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
-from dashboard.benchmarks.overview_selectors import OverviewPair, SparklineSeries, SuiteOverview
+from dashboard.benchmarks.overview_selectors import PairKey, SparklineSeries, SuiteOverview
 from dashboard.benchmarks.selectors import MeasurementRow
 from dashboard.benchmarks.statistics import commit_value
 from dashboard.github.impact import CommitChanges, MetricChange
@@ -189,8 +189,8 @@ OVERVIEW_SHOWN = 12
 
 
 def overview_split(
-    *, pairs: Sequence[OverviewPair], open_regressions: dict[tuple[str, str], int]
-) -> tuple[list[OverviewPair], list[OverviewPair]]:
+    *, pairs: Sequence[PairKey], open_regressions: dict[tuple[str, str], int]
+) -> tuple[list[PairKey], list[PairKey]]:
     """(shown as cards, folded), each in the order of `pairs`: every pair is shown below
     OVERVIEW_FOLD_FROM; from there the OVERVIEW_SHOWN with the most open regressions (by (suite name,
     hardware class)), the first in order among equals."""
@@ -221,7 +221,7 @@ class FoldedCard:
 
 
 def overview_folded(
-    *, pairs: Sequence[OverviewPair], open_regressions: dict[tuple[str, str], int]
+    *, pairs: Sequence[PairKey], open_regressions: dict[tuple[str, str], int]
 ) -> list[FoldedCard]:
     return [
         FoldedCard(

@@ -84,12 +84,14 @@ def _headline_head() -> str:
 def overview(request: HttpRequest) -> HttpResponse:
     restored = regressions_restored()  # once: the open list, the cards' counts and the recovered list
     counts = open_regression_counts(restored=restored)
-    shown, folded = overview_split(pairs=overview_selectors.overview_pairs(), open_regressions=counts)
+    shown, folded = overview_split(pairs=overview_selectors.overview_pair_keys(), open_regressions=counts)
     return render(
         request,
         "web/overview.html",
         {
-            "cards": _overview_cards(pairs=shown, open_regressions=counts),
+            "cards": _overview_cards(
+                pairs=overview_selectors.overview_pairs(among=shown), open_regressions=counts
+            ),
             "folded_cards": overview_folded(pairs=folded, open_regressions=counts),
             "headline_head": _headline_head(),
             "recent_commits": overview_selectors.commits_recently_benchmarked(limit=15),
@@ -104,11 +106,8 @@ def overview_card(request: HttpRequest) -> HttpResponse:
     """One suite and hardware class of the overview (`suite`, `hardware`), as the overview folds it."""
     suite = Suite.objects.filter(name=request.GET.get("suite", "")).first()
     hardware = request.GET.get("hardware", "")
-    pairs = (
-        [pair for pair in overview_selectors.overview_pairs(suite=suite) if pair.hardware_class == hardware]
-        if suite is not None
-        else []
-    )
+    among = [overview_selectors.PairKey(suite=suite, hardware_class=hardware)] if suite is not None else []
+    pairs = overview_selectors.overview_pairs(among=among) if among else []
     if not pairs:
         return HttpResponse("No results of this suite here.", status=404, content_type="text/plain")
     cards = _overview_cards(pairs=pairs, open_regressions=open_regression_counts())

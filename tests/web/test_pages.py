@@ -275,13 +275,14 @@ def test_overview_query_count_does_not_grow_with_suites_or_commits(
     client, build_history, django_assert_num_queries
 ) -> None:
     build_history(commits=3)
-    # ... and one that finds the regressions a later change restored (none here).
-    with django_assert_num_queries(11):
+    # The suites, the pairs with runs (a step per pair), the shown pairs' counts and newest commits, ...
+    # and one that finds the regressions a later change restored (none here).
+    with django_assert_num_queries(12):
         assert client.get("/").status_code == 200
 
     build_history(commits=20, suite=SuiteFactory(name="kimi-k3-dcp-120k", hardware_class="h200"))
     build_history(commits=10, suite=SuiteFactory(name="llama-70b-chat", hardware_class="h100"))
-    with django_assert_num_queries(11):
+    with django_assert_num_queries(12):
         response = client.get("/")
     assert len(response.context["cards"]) == 3
     assert len(response.context["recent_commits"]) == 15
