@@ -18,6 +18,19 @@ HIGHER_IS_BETTER_PREFIXES: tuple[str, ...] = (
 )
 
 
+# How a slow run (a node in its slow mode, a noisy neighbour) moves a metric: throughput down, every
+# latency up. Counts, scores and capacities are not read that way.
+SLOWER_IS_LOWER_PREFIXES: tuple[str, ...] = ("output_throughput", "request_throughput")
+SLOWER_IS_HIGHER_PREFIXES: tuple[str, ...] = ("ttft_", "itl_", "tpot_", "latency_")
+
+
+def metric_slower_sign(metric: str) -> float:
+    """+1 when a slower run reads higher, -1 when it reads lower, 0 when speed does not move the metric."""
+    if metric.startswith(SLOWER_IS_LOWER_PREFIXES):
+        return -1.0
+    return 1.0 if metric.startswith(SLOWER_IS_HIGHER_PREFIXES) else 0.0
+
+
 def metric_higher_is_better(metric: str) -> bool:
     return metric.startswith(HIGHER_IS_BETTER_PREFIXES)
 

@@ -49,7 +49,8 @@ def suite_history(
         for point, slowdown in (slow_runs or {}).items():
             values[point] *= (1.0 - slowdown) if higher_is_better else (1.0 + slowdown)
         values *= np.exp(noise * rng.normal(size=LENGTH))
-        histories.append(SeriesHistory(key=key, values=values))
+        # A slow run reads lower throughput and higher latencies, as `metric_slower_sign` says.
+        histories.append(SeriesHistory(key=key, values=values, slower=-1.0 if higher_is_better else 1.0))
     return histories
 
 

@@ -22,7 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from dashboard.benchmarks.direction import change_kind
+from dashboard.benchmarks.direction import change_kind, metric_slower_sign
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series
 from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store
 from dashboard.regressions.detect.attribution import (
@@ -312,6 +312,7 @@ def _history_build(
             runs=values[item.pk].runs[part],
             min_relative_change=thresholds[item.pk].min_relative_change,
             p_threshold=thresholds[item.pk].p_threshold,
+            slower=metric_slower_sign(item.metric),
         )
         for item in series
     ]
