@@ -128,6 +128,23 @@ def _store(
     return suite, commits
 
 
+def _regression_alert(*, group: AlertGroup, series: Series, change_pct: float) -> None:
+    Alert.objects.create(
+        group=group,
+        series=series,
+        kind=AlertKind.REGRESSION,
+        before_value=1.0,
+        after_value=1.0 + change_pct / 100,
+        change_pct=change_pct,
+    )
+
+
+def _detect_run_by_run(suite: Suite) -> None:
+    """Detection after each stored run, in commit order, as production runs it."""
+    for run in Run.objects.filter(suite=suite).order_by("commit__position"):
+        run_detect(run_id=run.pk)
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("gap", [1, 3, 6])
 def test_a_regression_reverted_1_3_or_6_commits_later_is_two_groups(gap) -> None:
@@ -157,17 +174,9 @@ def test_a_change_two_commits_after_a_dismissed_group_opens_a_new_group_that_nam
         kind=GroupKind.REGRESSION,
         state=GroupState.DISMISSED,
     )
-    Alert.objects.create(
-        group=dismissed,
-        series=throughput,
-        kind=AlertKind.REGRESSION,
-        before_value=1.0,
-        after_value=0.95,
-        change_pct=-5.0,
-    )
+    _regression_alert(group=dismissed, series=throughput, change_pct=-5.0)
 
-    for run in Run.objects.filter(suite=suite).order_by("commit__position"):
-        run_detect(run_id=run.pk)
+    _detect_run_by_run(suite)
 
     assert dismissed.alerts.count() == 1
     new = AlertGroup.objects.exclude(pk=dismissed.pk).get()
@@ -256,3 +265,22 @@ def test_a_group_a_person_closed_is_not_reopened() -> None:
     dismissed.refresh_from_db()
     assert dismissed.state == GroupState.DISMISSED
     assert not dismissed.alerts.filter(series__suite=suite).exists()
+
+
+@pytest.mark.django_db
+def test_a_change_of_other_metrics_a_point_after_an_open_group_is_a_group_of_its_own() -> None:
+    # An open group at (STEP - 1, STEP] holds a TTFT alert; a decode regression (throughput, ITL, TPOT,
+    # latency) lands one commit later. Other metrics at a range that does not overlap: another change.
+    suite, commits = _store(seed=6, steps=decode(16, STEP + 1, -0.10))
+    ttft = Series.objects.get(suite=suite, concurrency=4, metric=METRIC_NAMES["ttft"])
+    earlier = AlertGroup.objects.create(
+        base_commit=commits[STEP - 1], head_commit=commits[STEP], kind=GroupKind.REGRESSION
+    )
+    _regression_alert(group=earlier, series=ttft, change_pct=10.0)
+
+    _detect_run_by_run(suite)
+
+    assert list(earlier.alerts.values_list("series", flat=True)) == [ttft.pk]
+    new = AlertGroup.objects.exclude(pk=earlier.pk).get()
+    assert (new.base_commit, new.head_commit) == (commits[STEP], commits[STEP + 1])
+    assert new.alerts.filter(series__metric=METRIC_NAMES["throughput"]).exists()

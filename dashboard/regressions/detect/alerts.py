@@ -12,6 +12,7 @@ are upserts behind unique constraints, so concurrent or repeated detection never
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -59,7 +60,9 @@ EDGE_MARGIN = 20
 
 # A change located within this many benchmarked points of a group of the same suite and hardware class,
 # where this analysis locates nothing else, is that group's change seen again with other data (a point
-# more on one side moves a weak step by one or two), not a second change.
+# more on one side moves a weak step by one or two), not a second change: when it moved a series that
+# the group holds. Changes of other metrics at ranges that do not overlap are two changes (a TTFT
+# regression one commit after a throughput one was folded into it and never looked for again).
 SAME_CHANGE_POINTS = 2
 
 
@@ -106,6 +109,7 @@ class _KnownGroup:
     base_position: int | None
     head_position: int | None
     state: str = GroupState.SUSPECTED
+    series_ids: frozenset[int] = frozenset()  # the series it holds alerts of
 
     @property
     def closed(self) -> bool:
@@ -152,13 +156,15 @@ def _same_group(
     base: WindowCommit,
     head: WindowCommit,
     index_of: dict[int, int],
+    moved: frozenset[int],
 ) -> _KnownGroup | None:
-    """The open group that a change located at (base, head] belongs to, if any.
+    """The open group that a change located at (base, head], moving the series `moved`, belongs to, if
+    any.
 
-    First the narrowest group whose range overlaps it; else a group a point or two away that no change of
-    this analysis overlaps (the same change, placed one or two points apart by other data). Each group is
-    taken by one change of an analysis: a second change in its range is a second change. A dismissed group
-    is never the answer.
+    First the narrowest group whose range overlaps it; else a group a point or two away that holds one of
+    its series and that no change of this analysis overlaps (the same change, placed one or two points
+    apart by other data). Each group is taken by one change of an analysis: a second change in its range
+    is a second change. A dismissed group is never the answer.
     """
     open_groups = [group for group in known if not group.closed and group.group_id not in claimed]
     overlapping = [group for group in open_groups if group.overlaps(base=base, head=head)]
@@ -169,6 +175,7 @@ def _same_group(
             group
             for group in open_groups
             if group.near(head=head, index_of=index_of)
+            and group.series_ids & moved
             and not any(
                 group.overlaps(base=other_base, head=other_head) for other_base, other_head in located
             )
@@ -352,18 +359,23 @@ def _window_analyse(
         return analysed
     by_id = {item.pk: item for item in series}
     index_of = {commit.commit_id: index for index, commit in enumerate(commits)}
+    # One query: every group holding alerts of these series, with the series it holds.
+    rows: dict[int, tuple[int, int, int | None, int | None, str]] = {}
+    held: dict[int, set[int]] = defaultdict(set)
+    for group_id, series_id, *row in Alert.objects.filter(series__in=series).values_list(
+        "group_id",
+        "series_id",
+        "group__base_commit_id",
+        "group__head_commit_id",
+        "group__base_commit__position",
+        "group__head_commit__position",
+        "group__state",
+    ):
+        rows[group_id] = cast(tuple[int, int, int | None, int | None, str], tuple(row))
+        held[group_id].add(series_id)
     known = [
-        _KnownGroup(*row)
-        for row in AlertGroup.objects.filter(alerts__series__in=series)
-        .distinct()
-        .values_list(
-            "pk",
-            "base_commit_id",
-            "head_commit_id",
-            "base_commit__position",
-            "head_commit__position",
-            "state",
-        )
+        _KnownGroup(group_id, *row, series_ids=frozenset(held[group_id]))
+        for group_id, row in sorted(rows.items())
     ]
     located_ranges = [(commits[change.first - 1], commits[change.last]) for change in located]
     dismissed_alerts = _dismissed_alerts(known)
@@ -377,8 +389,15 @@ def _window_analyse(
             continue
         base, head = commits[change.first - 1], commits[change.last]
         reason = _range_reason(change=change, commits=commits)
+        moved_ids = frozenset(int(cast(int, item.key)) for item in change.changes)
         same = _same_group(
-            known=known, claimed=claimed, located=located_ranges, base=base, head=head, index_of=index_of
+            known=known,
+            claimed=claimed,
+            located=located_ranges,
+            base=base,
+            head=head,
+            index_of=index_of,
+            moved=moved_ids,
         )
         if same is None:
             if any(
@@ -404,7 +423,13 @@ def _window_analyse(
             group_id = group.pk
             known.append(
                 _KnownGroup(
-                    group_id, base.commit_id, head.commit_id, base.position, head.position, group.state
+                    group_id,
+                    base.commit_id,
+                    head.commit_id,
+                    base.position,
+                    head.position,
+                    group.state,
+                    series_ids=moved_ids,
                 )
             )
         else:
