@@ -125,6 +125,11 @@ def commit_value(values: Values) -> CommitValue:
     )
 
 
+def commit_value_variance(runs: int) -> float:
+    """The variance of a commit's value (the median of its `runs` runs) in units of one run's variance."""
+    return _median_variance(runs) / max(runs, 1)
+
+
 def noise_estimate(*, runs_by_commit: Sequence[Values]) -> NoiseEstimate:
     """The series' run-to-run noise from its commits' runs, in commit order.
 

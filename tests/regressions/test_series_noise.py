@@ -11,7 +11,7 @@ import pytest
 
 from dashboard.benchmarks.models import Series, Suite
 from dashboard.regressions.sheriff.evidence import series_noise_log
-from tests.factories import SuiteFactory, bulk_history
+from tests.factories import SuiteFactory, bulk_history, run_with_values
 
 pytestmark = pytest.mark.django_db
 
@@ -47,3 +47,21 @@ def test_a_clean_series_keeps_its_own_noise_and_a_far_outlier_is_set_aside() -> 
     estimate = _noise_of([725.0 * math.exp(v) for v in logs])
 
     assert 0.8 * NOISE < estimate < 1.2 * NOISE
+
+
+def test_commits_run_several_times_still_read_one_runs_noise() -> None:
+    # Fifty commits run five times each (a searched range and its neighbours' repeats): their medians
+    # differ by about half what single runs do.
+    rng = random.Random(5)
+    suite = cast(Suite, SuiteFactory())
+    commits = bulk_history(
+        suite=suite, values={KEY: [725.0 * math.exp(rng.gauss(0, NOISE)) for _ in range(61)]}
+    )
+    for commit in commits[5:56]:
+        for _ in range(4):
+            run_with_values(commit=commit, suite=suite, values={KEY: 725.0 * math.exp(rng.gauss(0, NOISE))})
+    series = Series.objects.get(suite=suite, concurrency=KEY[0], metric=KEY[1])
+
+    estimate = series_noise_log(series=series, commit_id=commits[30].pk)
+
+    assert 0.8 * NOISE < estimate < 1.25 * NOISE

@@ -17,7 +17,7 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Series,
 )
-from dashboard.benchmarks.statistics import change_estimate
+from dashboard.benchmarks.statistics import change_estimate, commit_value_variance
 from dashboard.regressions.detect.windows import series_window
 
 logger = logging.getLogger(__name__)
@@ -82,15 +82,31 @@ def series_noise_log(*, series: Series, commit_id: int) -> float:
     standard deviation once differences beyond `OUTLIER_SIGMAS` robust scales (a slow run far off, a
     step) are set aside, and never below their MAD. The MAD alone sees only the normal core: a slow mode
     a few percent off, on one run in twenty, is inside any two runs' spread but not in it, and the 95 %
-    intervals built on it held the truth about 85 % of the time."""
-    points = series_window(series=series, commit_id=commit_id, size=NOISE_POINTS).points
-    return difference_noise(log_values(point.value for point in points))
+    intervals built on it held the truth about 85 % of the time. Each difference is scaled by the run
+    counts of its two commits: the medians of repeated commits (a group's verification repeats, a
+    search's runs) differ less than single runs do, and read as they were, made one run's noise look two
+    or three times smaller next to a searched range."""
+    points = [
+        point
+        for point in series_window(series=series, commit_id=commit_id, size=NOISE_POINTS).points
+        if point.value > 0
+    ]
+    return difference_noise(
+        log_values(point.value for point in points), runs=[point.runs for point in points]
+    )
 
 
-def difference_noise(logs: Sequence[float]) -> float:
+def difference_noise(logs: Sequence[float], *, runs: Sequence[int] | None = None) -> float:
     """The run-to-run noise of one value per commit in log space, in commit order (see
-    `series_noise_log`); 0 when there are too few."""
+    `series_noise_log`), each commit's value the median of `runs` runs (one each when None); 0 when
+    there are too few."""
     diffs = [b - a for a, b in itertools.pairwise(logs)]
+    if runs is not None:
+        # A difference of two commits' medians has the variance of one run's difference times this.
+        diffs = [
+            d / math.sqrt((commit_value_variance(first) + commit_value_variance(second)) / 2)
+            for d, (first, second) in zip(diffs, itertools.pairwise(runs), strict=True)
+        ]
     if len(diffs) < 4:
         return 0.0
     middle = statistics.median(diffs)
@@ -118,9 +134,12 @@ def change_verdict(
     direction: int,
     min_relative_change: float,
     alpha: float,
+    repeats: bool = False,
 ) -> tuple[float, float, float, float, bool, float, float, float]:
     """(change %, 95 % low, high, one-sided p, holds, sigma, base log level, head log level) of the runs
-    at both ends; `direction` is the sign of the change detection saw."""
+    at both ends; `direction` is the sign of the change detection saw. `repeats`: each end's values are
+    runs of one commit, so their own spread is run-to-run noise (else they may span commits, whose spread
+    holds any change among them)."""
     base, head = log_values(base_values), log_values(head_values)
     if series_sigma_log > 0:
         base, head = kept_logs(base, series_sigma_log), kept_logs(head, series_sigma_log)
@@ -131,7 +150,9 @@ def change_verdict(
     estimate = change_estimate(
         before=[math.exp(v) for v in base],
         after=[math.exp(v) for v in head],
-        noise=max(series_sigma_log, NOISE_FLOOR_LOG),
+        # Repeats: the larger of the two, or a series' noise taken as well known would outweigh their own
+        # spread in the pooled variance (about 200 degrees of freedom against a few).
+        noise=sigma if repeats else max(series_sigma_log, NOISE_FLOOR_LOG),
         min_relative_change=min_relative_change,
     )
     # The test is two-sided; detection already said which way, so half its p-value is the one-sided one.

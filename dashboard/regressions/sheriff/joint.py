@@ -69,17 +69,19 @@ def combined_noise(*, series: Sequence[Series], weights: Mapping[int, float], co
     commits around `commit_id` at which every series was measured."""
     by_commit: dict[int, dict[int, float]] = defaultdict(dict)
     order: dict[int, int] = {}
+    runs: dict[int, int] = {}
     for item in series:
         for point in series_window(series=item, commit_id=commit_id, size=NOISE_POINTS).points:
             if point.value > 0:
                 by_commit[point.commit_id][item.pk] = math.log(point.value)
                 order[point.commit_id] = point.position if point.position is not None else 0
-    values = [
-        value
+                runs[point.commit_id] = point.runs
+    combined = [
+        (value, runs[commit])
         for commit in sorted(by_commit, key=lambda commit: order[commit])
         if (value := combined_value(by_commit[commit], weights)) is not None
     ]
-    return difference_noise(values)
+    return difference_noise([value for value, _ in combined], runs=[count for _, count in combined])
 
 
 def _kept(values: Sequence[float], sigma: float) -> list[float]:
