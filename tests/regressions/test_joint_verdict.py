@@ -27,6 +27,7 @@ SHARED = 0.25  # the share of that noise all series of one run have in common
 OFFSETS = (0.004, -0.004, 0.002, -0.002)
 APART = {1: 0.001, 4: -0.001, 16: 0.0}
 BASE, HEAD = 39, 40
+REPEATS = 6  # an end's repeats where the joint test is to hold: the group's 1 % is shared among 3 rounds
 
 
 class Suite3:
@@ -123,14 +124,14 @@ def _judged(world: Suite3, group: AlertGroup, *, head_level: float = 1.0) -> tup
 
 
 # Histories whose own noise leaves each series short alone (the first assertion says so).
-@pytest.mark.parametrize("seed", [2, 3, 4, 5, 7])
+@pytest.mark.parametrize("seed", [2, 3, 4, 7, 10])
 def test_three_series_that_each_fall_short_confirm_the_group_together(seed: int, settings) -> None:
-    # Six repeats an end: the group's error rate is shared among its three rounds, so one round of four
-    # is short of it together too on some of these histories.
-    settings.PERFWATCH_VERIFICATION_REPEATS = 6
+    # Six repeats an end: the group's error rate is shared among its three rounds, so one round of
+    # four is short of it together too on some of these histories.
+    settings.PERFWATCH_VERIFICATION_REPEATS = REPEATS
     world = Suite3(seed=seed)
     group = world.suspected(change_pct=3.4)
-    world.repeats(head_level=1.034, count=6)
+    world.repeats(head_level=1.034, count=REPEATS)
 
     state, evidence = _judged(world, group, head_level=1.034)
 
@@ -167,14 +168,15 @@ def test_a_joint_change_below_every_series_minimum_confirms_nothing() -> None:
     assert joint["p_value"] < 0.001 and not joint["holds"]
 
 
-def test_the_group_page_shows_the_joint_test(client) -> None:
+def test_the_group_page_shows_the_joint_test(client, settings) -> None:
+    settings.PERFWATCH_VERIFICATION_REPEATS = REPEATS
     world = Suite3(seed=2)
     group = world.suspected(change_pct=3.4)
-    world.repeats(head_level=1.034)
+    world.repeats(head_level=1.034, count=REPEATS)
     _judged(world, group, head_level=1.034)
 
     page = client.get(f"/alerts/{group.pk}/")
 
     assert page.status_code == 200
     row = page.content.decode().split('<tr class="joint">', 1)[1].split("</tr>", 1)[0]
-    assert "3 series together" in row and "4 + 4" in row and "yes" in row
+    assert "3 series together" in row and f"{REPEATS} + {REPEATS}" in row and "yes" in row

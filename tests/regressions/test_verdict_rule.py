@@ -45,3 +45,22 @@ def test_a_change_the_other_way_never_holds() -> None:
 def test_a_significant_change_below_the_minimum_does_not_hold() -> None:
     _, p_value, holds = verdict([100.0, 100.1, 99.9] * 2, [98.9, 99.0, 98.8] * 2, noise=0.001)
     assert p_value < 0.01 and not holds
+
+
+def test_a_noise_read_from_a_new_series_few_commits_is_weighed_as_the_few_differences_it_is() -> None:
+    base, head = [100.0, 100.1], [94.5, 94.6]
+
+    def holds(noise_degrees: float) -> bool:
+        return change_verdict(
+            base_values=base,
+            head_values=head,
+            series_sigma_log=0.02,
+            direction=-1,
+            min_relative_change=0.02,
+            alpha=0.0033,
+            repeats=True,
+            noise_degrees=noise_degrees,
+        )[4]
+
+    # Known to the percent, -5.5 % over a 2 % noise holds; read from eight differences, it does not yet.
+    assert holds(200) and not holds(8)

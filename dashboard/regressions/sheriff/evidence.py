@@ -17,7 +17,12 @@ from dashboard.benchmarks.models import (
     RunStatus,
     Series,
 )
-from dashboard.benchmarks.statistics import change_estimate, commit_value_variance
+from dashboard.benchmarks.statistics import (
+    MAX_NOISE_DEGREES,
+    NoiseEstimate,
+    change_estimate,
+    commit_value_variance,
+)
 from dashboard.regressions.detect.windows import series_window
 
 logger = logging.getLogger(__name__)
@@ -78,20 +83,26 @@ def fresh_values(*, series_id: int, commit_id: int, since: datetime) -> list[flo
 
 
 def series_noise_log(*, series: Series, commit_id: int) -> float:
-    """Run-to-run noise of a series in log space, from the first differences around `commit_id`: their
-    standard deviation once differences beyond `OUTLIER_SIGMAS` robust scales (a slow run far off, a
-    step) are set aside, and never below their MAD. The MAD alone sees only the normal core: a slow mode
-    a few percent off, on one run in twenty, is inside any two runs' spread but not in it, and the 95 %
-    intervals built on it held the truth about 85 % of the time. Each difference is scaled by the run
-    counts of its two commits: the medians of repeated commits (a group's verification repeats, a
-    search's runs) differ less than single runs do, and read as they were, made one run's noise look two
-    or three times smaller next to a searched range."""
+    """Run-to-run noise of a series in log space around `commit_id` (see `series_noise`)."""
+    return series_noise(series=series, commit_id=commit_id)[0]
+
+
+def series_noise(*, series: Series, commit_id: int) -> tuple[float, int]:
+    """(noise, how many differences it was read from): the run-to-run noise of a series in log space,
+    from the first differences around `commit_id`: their standard deviation once differences beyond
+    `OUTLIER_SIGMAS` robust scales (a slow run far off, a step) are set aside, and never below their
+    MAD. The MAD alone sees only the normal core: a slow mode a few percent off, on one run in twenty,
+    is inside any two runs' spread but not in it, and the 95 % intervals built on it held the truth
+    about 85 % of the time. Each difference is scaled by the run counts of its two commits: the medians
+    of repeated commits (a group's verification repeats, a search's runs) differ less than single runs
+    do, and read as they were, made one run's noise look two or three times smaller next to a searched
+    range."""
     points = [
         point
         for point in series_window(series=series, commit_id=commit_id, size=NOISE_POINTS).points
         if point.value > 0
     ]
-    return difference_noise(
+    return difference_noise_counted(
         log_values(point.value for point in points), runs=[point.runs for point in points]
     )
 
@@ -100,6 +111,14 @@ def difference_noise(logs: Sequence[float], *, runs: Sequence[int] | None = None
     """The run-to-run noise of one value per commit in log space, in commit order (see
     `series_noise_log`), each commit's value the median of `runs` runs (one each when None); 0 when
     there are too few."""
+    return difference_noise_counted(logs, runs=runs)[0]
+
+
+def difference_noise_counted(
+    logs: Sequence[float], *, runs: Sequence[int] | None = None
+) -> tuple[float, int]:
+    """`difference_noise`, and how many differences it was read from: a new series' first few commits
+    say little about its noise, and a test on it must say so."""
     diffs = [b - a for a, b in itertools.pairwise(logs)]
     if runs is not None:
         # A difference of two commits' medians has the variance of one run's difference times this.
@@ -108,12 +127,12 @@ def difference_noise(logs: Sequence[float], *, runs: Sequence[int] | None = None
             for d, (first, second) in zip(diffs, itertools.pairwise(runs), strict=True)
         ]
     if len(diffs) < 4:
-        return 0.0
+        return 0.0, 0
     middle = statistics.median(diffs)
     robust = statistics.median(abs(d - middle) for d in diffs) / 0.6744897501960817
     kept = [d - middle for d in diffs if abs(d - middle) <= OUTLIER_SIGMAS * robust]
     spread = math.sqrt(statistics.fmean(d * d for d in kept)) if kept else 0.0
-    return max(robust, spread) / math.sqrt(2)
+    return max(robust, spread) / math.sqrt(2), len(kept)
 
 
 def _pooled_sigma(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
@@ -135,11 +154,13 @@ def change_verdict(
     min_relative_change: float,
     alpha: float,
     repeats: bool = False,
+    noise_degrees: float = MAX_NOISE_DEGREES,
 ) -> tuple[float, float, float, float, bool, float, float, float]:
     """(change %, 95 % low, high, one-sided p, holds, sigma, base log level, head log level) of the runs
     at both ends; `direction` is the sign of the change detection saw. `repeats`: each end's values are
     runs of one commit, so their own spread is run-to-run noise (else they may span commits, whose spread
-    holds any change among them)."""
+    holds any change among them). `noise_degrees`: how many differences the series' noise was read from
+    (a few, early in a series' history, make its interval wider)."""
     base, head = log_values(base_values), log_values(head_values)
     if series_sigma_log > 0:
         base, head = kept_logs(base, series_sigma_log), kept_logs(head, series_sigma_log)
@@ -152,7 +173,12 @@ def change_verdict(
         after=[math.exp(v) for v in head],
         # Repeats: the larger of the two, or a series' noise taken as well known would outweigh their own
         # spread in the pooled variance (about 200 degrees of freedom against a few).
-        noise=sigma if repeats else max(series_sigma_log, NOISE_FLOOR_LOG),
+        noise=NoiseEstimate(
+            sigma=sigma if repeats else max(series_sigma_log, NOISE_FLOOR_LOG),
+            degrees_of_freedom=max(min(noise_degrees, MAX_NOISE_DEGREES), 1.0),
+            source="differences",
+            relative=True,
+        ),
         min_relative_change=min_relative_change,
     )
     # The test is two-sided; detection already said which way, so half its p-value is the one-sided one.

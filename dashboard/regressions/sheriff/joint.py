@@ -23,13 +23,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from scipy import special
+
 from dashboard.benchmarks.models import Series
 from dashboard.regressions.detect.windows import series_window
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
     NOISE_POINTS,
     OUTLIER_SIGMAS,
-    difference_noise,
+    difference_noise_counted,
     fresh_measurements,
 )
 
@@ -64,9 +66,12 @@ def combined_value(logs: Mapping[int, float], weights: Mapping[int, float]) -> f
     return sum(weight * logs[series_id] for series_id, weight in weights.items())
 
 
-def combined_noise(*, series: Sequence[Series], weights: Mapping[int, float], commit_id: int) -> float:
+def combined_noise(
+    *, series: Sequence[Series], weights: Mapping[int, float], commit_id: int
+) -> tuple[float, int]:
     """The run-to-run noise of the combined value, from its first differences over the benchmarked
-    commits around `commit_id` at which every series was measured."""
+    commits around `commit_id` at which every series was measured, and how many differences it was read
+    from."""
     by_commit: dict[int, dict[int, float]] = defaultdict(dict)
     order: dict[int, int] = {}
     runs: dict[int, int] = {}
@@ -81,7 +86,7 @@ def combined_noise(*, series: Sequence[Series], weights: Mapping[int, float], co
         for commit in sorted(by_commit, key=lambda commit: order[commit])
         if (value := combined_value(by_commit[commit], weights)) is not None
     ]
-    return difference_noise([value for value, _ in combined], runs=[count for _, count in combined])
+    return difference_noise_counted([value for value, _ in combined], runs=[count for _, count in combined])
 
 
 def _kept(values: Sequence[float], sigma: float) -> list[float]:
@@ -98,19 +103,22 @@ def joint_test(
     head: Sequence[float],
     history_sigma: float,
     floor: float,
+    history_degrees: int = 200,
 ) -> tuple[float, float]:
-    """(shift in noise units, one-sided p) of the head's combined values over the base's: a z-test on
-    the history's noise, or on the repeats' own pooled spread where that is larger."""
+    """(shift in noise units, one-sided p) of the head's combined values over the base's: a t-test on
+    the history's noise (read from `history_degrees` differences), or on the repeats' own pooled spread
+    where that is larger."""
     sigma = max(history_sigma, floor)
     base, head = _kept(base, sigma), _kept(head, sigma)
     squares = sum((v - statistics.fmean(end)) ** 2 for end in (base, head) for v in end)
     freedom = len(base) + len(head) - 2
-    if freedom >= 2:
-        sigma = max(sigma, math.sqrt(squares / freedom))
+    degrees = max(history_degrees, 1)
+    if freedom >= 2 and math.sqrt(squares / freedom) > sigma:
+        sigma, degrees = math.sqrt(squares / freedom), freedom
     shift = (statistics.fmean(head) - statistics.fmean(base)) / sigma
-    z = shift / math.sqrt(1 / len(base) + 1 / len(head))
-    # The normal upper tail, from erfc: exact far out, where 1 - cdf would round to 0.
-    return shift, 0.5 * math.erfc(z / math.sqrt(2))
+    t = shift / math.sqrt(1 / len(base) + 1 / len(head))
+    # Student's upper tail: a new series' few commits say little about its noise.
+    return shift, float(special.stdtr(degrees, -t))
 
 
 def fresh_runs(*, series_ids: Sequence[int], commit_id: int, since: datetime) -> dict[int, dict[int, float]]:
@@ -150,10 +158,14 @@ def joint_verdict(
     base, head = ends
     if not base or not head:
         return None
-    history = combined_noise(series=[m.series for m in members], weights=weights, commit_id=head_commit_id)
+    history, degrees = combined_noise(
+        series=[m.series for m in members], weights=weights, commit_id=head_commit_id
+    )
     # A floor of one series' noise (weighted by 1 / its noise, one series alone has a noise of 1): a short
     # or quiet history never makes the combination look quieter than that.
-    shift, p_value = joint_test(base=base, head=head, history_sigma=history, floor=1.0)
+    shift, p_value = joint_test(
+        base=base, head=head, history_sigma=history, floor=1.0, history_degrees=degrees
+    )
     first = members[0].series
     return JointVerdict(
         suite=first.suite.name,

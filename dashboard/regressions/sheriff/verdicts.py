@@ -46,6 +46,7 @@ from dashboard.regressions.sheriff.evidence import (
     change_verdict,
     fresh_values,
     log_values,
+    series_noise,
     series_noise_log,
 )
 from dashboard.regressions.sheriff.joint import JointSeries, JointVerdict, joint_verdict
@@ -117,10 +118,12 @@ def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert], alpha: float)
             metric=series.metric, suite_id=series.suite_id, rows=rows[series.suite_id]
         )
         direction = 1 if alert.change_pct > 0 else -1
+        noise, degrees = series_noise(series=series, commit_id=group.head_commit_id)
         change, low, high, p_value, holds, sigma, base_log, head_log = change_verdict(
             base_values=base_values,
             head_values=head_values,
-            series_sigma_log=series_noise_log(series=series, commit_id=group.head_commit_id),
+            series_sigma_log=noise,
+            noise_degrees=degrees,
             direction=direction,
             min_relative_change=threshold.min_relative_change,
             alpha=alpha,
