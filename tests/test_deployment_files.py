@@ -1,6 +1,8 @@
 """docker-compose.yml and .env.example are checked statically (no Docker engine runs here)."""
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -198,3 +200,27 @@ def test_a_large_block_freed_in_a_web_worker_goes_back_to_the_system() -> None:
     del blocks
     gunicorn_conf.post_request(None, None, None, None)
     assert resident_mb() - before < 4
+
+
+def test_the_workers_fork_from_a_master_that_loaded_the_app_and_its_views_without_a_connection() -> None:
+    # A fresh interpreter, as gunicorn's master: after its ready hook the views' modules are imported (the
+    # first request of each worker no longer pays for them), and neither the database nor the cache was
+    # connected, which the forked workers would otherwise share.
+    from dashboard import gunicorn_conf
+
+    probe = (
+        "import sys, django; django.setup()\n"
+        "from django.db import connection\n"
+        "from dashboard import gunicorn_conf\n"
+        "assert 'dashboard.web.views' not in sys.modules\n"
+        "gunicorn_conf.when_ready(None)\n"
+        "assert 'dashboard.web.views' in sys.modules and 'dashboard.web.timeline_data' in sys.modules\n"
+        "assert connection.connection is None\n"
+        "print('ok')\n"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert gunicorn_conf.preload_app is True
+    assert found.stdout.strip() == "ok", found.stderr
