@@ -1,4 +1,4 @@
-"""Numbers out of a query straight into an array (a binary COPY on PostgreSQL): the same rows a fetch
+"""Numbers out of a query straight into an array (one packed value on PostgreSQL): the same rows a fetch
 gives, and a NULL refused rather than read as a shifted row."""
 
 import numpy as np
@@ -24,6 +24,6 @@ def test_a_query_of_numbers_is_read_into_an_array_with_its_parameters() -> None:
 
 def test_a_null_is_refused_rather_than_read_into_the_next_row() -> None:
     if connection.vendor != "postgresql":
-        pytest.skip("the binary COPY is PostgreSQL's")
+        pytest.skip("the packed read is PostgreSQL's")
     with pytest.raises(ValueError, match="without NULL"):
         numbers_read(sql="SELECT 1, NULL::float8 UNION ALL SELECT 2, 3.0", params=[], width=2)
