@@ -121,6 +121,24 @@ def _measurements(
     return measurements.filter(run_id__in=succeeded.values("pk"))
 
 
+def _window_ids(*, low: int, high: int) -> Q:
+    """The commit ids a window of positions [low, high] on main (and the commits not placed yet) can hold,
+    as a condition on a measurement's commit id: from the lowest to the highest id in the window, which
+    the series' index (series, commit) reads as a range. A superset whatever the ids' order, and little
+    more than the window where commits are stored in the order they land on main (as sync stores them),
+    rather than the whole history's points joined to the window's commits. One query, of the window's
+    commits."""
+    found = list(
+        Commit.objects.filter(Q(position__gte=low, position__lte=high) | Q(position__isnull=True))
+        .order_by()
+        .values_list("pk", "position")
+    )
+    placed = [pk for pk, position in found if position is not None]
+    unplaced = [pk for pk, position in found if position is None]
+    within = Q(commit_id__gte=min(placed), commit_id__lte=max(placed)) if placed else Q(pk__in=[])
+    return within | Q(commit_id__in=unplaced) if unplaced else within
+
+
 def _utc_midnight(day: date) -> datetime:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
@@ -143,10 +161,10 @@ def _rows(
         date_to=date_to,
     )
     if x_range is not None:
+        low, high = int(np.floor(x_range[0])), int(np.ceil(x_range[1]))
         measurements = measurements.filter(
-            Q(commit__position__gte=int(np.floor(x_range[0])), commit__position__lte=int(np.ceil(x_range[1])))
-            | Q(commit__position__isnull=True)
-        )
+            Q(commit__position__gte=low, commit__position__lte=high) | Q(commit__position__isnull=True)
+        ).filter(_window_ids(low=low, high=high))
     query = (
         measurements.order_by()
         .annotate(known_position=Coalesce(F("commit__position"), -1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from django.conf import settings
@@ -43,47 +43,46 @@ class Marker:
     exact: bool
 
 
-def _benchmarked_positions(
-    *, suite: Suite, hardware_class: str, commit_order: Sequence[str] | None
-) -> list[tuple[int, str]]:
-    commits = Commit.objects.filter(position__isnull=False)
-    if commit_order is None:
-        commits = commits.filter(
-            runs__suite=suite, runs__hardware_class=hardware_class, runs__status=RunStatus.SUCCEEDED
-        ).distinct()
-    else:
-        commits = commits.filter(sha__in=list(commit_order))
-    return sorted(
-        (position, sha) for sha, position in commits.values_list("sha", "position") if position is not None
+def _benchmarked_positions(*, suite: Suite, hardware_class: str) -> list[int]:
+    """Positions on main of the commits with a succeeded run of `suite` on `hardware_class`, ascending."""
+    found = (
+        Commit.objects.filter(
+            position__isnull=False,
+            runs__suite=suite,
+            runs__hardware_class=hardware_class,
+            runs__status=RunStatus.SUCCEEDED,
+        )
+        .values_list("position", flat=True)
+        .distinct()
+        .order_by()
     )
+    return sorted(position for position in found if position is not None)
 
 
-def _first_containing(benchmarked: list[tuple[int, str]], position: int) -> str | None:
-    index = bisect.bisect_left(benchmarked, (position, ""))
-    return benchmarked[index][1] if index < len(benchmarked) else None
+def _first_at_or_after(benchmarked: Sequence[int], position: int) -> int | None:
+    index = bisect.bisect_left(benchmarked, position)
+    return benchmarked[index] if index < len(benchmarked) else None
 
 
 def timeline_markers(
     *,
     suite: Suite,
     hardware_class: str,
-    commit_order: Sequence[str] | None = None,
     tracking: Collection[str] | None = None,
+    benchmarked: Sequence[int] | None = None,
 ) -> list[Marker]:
     """PR markers of the active tracking issues (only those labelled in ``tracking``, when given) and
-    release-tag markers, for the commits drawn on a timeline.
-
-    ``commit_order`` holds the shas drawn (any order); None means every benchmarked commit of ``suite``
-    on ``hardware_class``. Merges before the first drawn commit or after the last are not drawn. Three
-    queries.
-    """
-    benchmarked = _benchmarked_positions(
-        suite=suite, hardware_class=hardware_class, commit_order=commit_order
-    )
+    release-tag markers, each drawn at the first benchmarked commit of ``suite`` on ``hardware_class``
+    that contains it. ``benchmarked``: the positions on main of those commits, ascending, where the
+    caller has read them already (a timeline has them in its points); read here otherwise. Merges
+    before the first of them or after the last are not drawn. Three queries (four without
+    ``benchmarked``): the tracked PRs, the tags, the commits the markers are drawn at."""
+    if benchmarked is None:
+        benchmarked = _benchmarked_positions(suite=suite, hardware_class=hardware_class)
     if not benchmarked:
         return []
-    first, last = benchmarked[0][0], benchmarked[-1][0]
-    markers: list[Marker] = []
+    first, last = benchmarked[0], benchmarked[-1]
+    found: list[tuple[int, Marker]] = []  # (position drawn at, the marker without its sha)
     items = (
         TrackingIssueItem.objects.filter(
             tracking_issue__is_active=True,
@@ -101,47 +100,59 @@ def timeline_markers(
             continue
         merge = pull.merge_commit
         assert merge is not None and merge.position is not None  # filtered above
-        drawn_at = _first_containing(benchmarked, merge.position)
+        drawn_at = _first_at_or_after(benchmarked, merge.position)
         if drawn_at is None:
             continue
-        markers.append(
-            Marker(
-                kind="pr",
-                drawn_at_sha=drawn_at,
-                commit_sha=merge.sha,
-                label=f"#{pull.number}",
-                title=pull.title,
-                author=pull.author,
-                url=pull.url,
-                pr_number=pull.number,
-                tracking=issue.label,
-                exact=drawn_at == merge.sha,
-            )
+        marker = Marker(
+            kind="pr",
+            drawn_at_sha="",
+            commit_sha=merge.sha,
+            label=f"#{pull.number}",
+            title=pull.title,
+            author=pull.author,
+            url=pull.url,
+            pr_number=pull.number,
+            tracking=issue.label,
+            exact=drawn_at == merge.position,
         )
+        found.append((drawn_at, marker))
     tags = Tag.objects.filter(commit__position__gte=first, commit__position__lte=last).select_related(
         "commit", "repository"
     )
     for tag in tags:
         if not tag.is_release or tag.commit is None or tag.commit.position is None:
             continue
-        drawn_at = _first_containing(benchmarked, tag.commit.position)
+        drawn_at = _first_at_or_after(benchmarked, tag.commit.position)
         if drawn_at is None:
             continue
-        markers.append(
-            Marker(
-                kind="tag",
-                drawn_at_sha=drawn_at,
-                commit_sha=tag.commit.sha,
-                label=tag.name,
-                title=f"release {tag.name}",
-                author="",
-                url=tag.html_url,
-                pr_number=None,
-                tracking="",
-                exact=drawn_at == tag.commit.sha,
-            )
+        marker = Marker(
+            kind="tag",
+            drawn_at_sha="",
+            commit_sha=tag.commit.sha,
+            label=tag.name,
+            title=f"release {tag.name}",
+            author="",
+            url=tag.html_url,
+            pr_number=None,
+            tracking="",
+            exact=drawn_at == tag.commit.position,
         )
-    return markers
+        found.append((drawn_at, marker))
+    if not found:
+        return []
+    # The commits drawn at, by position: among the benchmarked ones (another repository's commits may
+    # hold the same positions).
+    shas = dict(
+        Commit.objects.filter(
+            position__in={position for position, _ in found},
+            runs__suite=suite,
+            runs__hardware_class=hardware_class,
+            runs__status=RunStatus.SUCCEEDED,
+        )
+        .values_list("position", "sha")
+        .distinct()
+    )
+    return [replace(marker, drawn_at_sha=shas[position]) for position, marker in found if position in shas]
 
 
 def tracking_issues_active() -> list[TrackingIssue]:

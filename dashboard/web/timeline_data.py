@@ -146,7 +146,15 @@ def timeline_payload(
         days = day_ticks(commit_days(commit_id=points[0][1], low=span[0], high=span[1]))
     commit_ticks = [(x, facts[commit_id].sha[:8]) for x, commit_id in ordered]
     drawn_x = {facts[commit_id].sha: x for x, commit_id in ordered}
-    markers = timeline_markers(suite=suite, hardware_class=filters.hardware_class, tracking=filters.tracking)
+    markers = timeline_markers(
+        suite=suite,
+        hardware_class=filters.hardware_class,
+        tracking=filters.tracking,
+        # The benchmarked commits are those of the points read: on main, their x is their position.
+        benchmarked=np.unique(np.concatenate([item.x for item in columns.series])).astype(int).tolist()
+        if columns.by_position and columns.series
+        else None,
+    )
     alerts = alert_markers_by_metric(suite=suite, hardware_class=filters.hardware_class, metrics=metrics)
     disturbed = runs_disturbed(suite_id=suite.pk, hardware_class=filters.hardware_class)
     shas = (

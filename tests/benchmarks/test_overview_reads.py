@@ -3,7 +3,7 @@ shows, and their sparklines from their recent commits, however long the history 
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import pytest
 from django.db import connection
@@ -18,33 +18,12 @@ from dashboard.benchmarks.overview_selectors import (
     suites_sparklines,
 )
 from tests.factories import CommitFactory, RunFactory, SuiteFactory, bulk_history, run_with_values
+from tests.plans import executed_plan, plan_rows_read
 
 pytestmark = pytest.mark.django_db
 
 METRIC = "output_throughput_tok_s"
 HISTORY = 2_000
-
-
-def _plan_rows_read(plan: dict[str, Any], table: str) -> int:
-    """Rows a plan read from `table` (its heap or one of its indexes): what each scan returned on every
-    loop, and what it read only to throw away by a filter."""
-    read = 0
-    if plan.get("Relation Name") == table:
-        read += int(plan["Actual Rows"] * plan["Actual Loops"])
-        read += int(plan.get("Rows Removed by Filter", 0) * plan["Actual Loops"])
-    return read + sum(_plan_rows_read(child, table) for child in plan.get("Plans", ()))
-
-
-def _executed_plan(sql: str, params: Any) -> dict[str, Any]:
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
-        # A test's tables are small enough that a sequential scan is cheapest whatever the query; without
-        # it the plan is the one a real history of millions of rows gets.
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params)
-        plan = cursor.fetchone()[0]
-        cursor.execute("SET LOCAL enable_seqscan = on")
-    return cast(dict[str, Any], plan[0]["Plan"])
 
 
 def _a_long_history_and_a_fleet() -> tuple[Suite, list[Suite]]:
@@ -101,26 +80,26 @@ def test_listing_the_pairs_and_summarising_a_small_one_reads_a_few_runs_not_the_
 
     with CaptureQueriesContext(connection) as captured:
         overview_pair_keys()
-    listing = _executed_plan(captured.captured_queries[-1]["sql"], None)
+    listing = executed_plan(captured.captured_queries[-1]["sql"], None)
     pairs = len(overview_pair_keys())
     # A descent per pair (and the last, which finds none), a row or so each: not the 2,000 runs.
-    assert _plan_rows_read(listing, run_table) <= 3 * (pairs + 1)
+    assert plan_rows_read(listing, run_table) <= 3 * (pairs + 1)
 
     with CaptureQueriesContext(connection) as captured:
         overview_pairs(among=[PairKey(suite=small[1], hardware_class="h200")])
-    summary = _executed_plan(captured.captured_queries[-1]["sql"], None)
+    summary = executed_plan(captured.captured_queries[-1]["sql"], None)
     # Idle since long before the newest 50 commits: those walked, then its own runs (four succeeded,
     # one failed; a plan may take them from the index of their hardware class, with the others' ten),
     # once counted and once for their commits: not the 2,000 of the history.
-    assert _plan_rows_read(summary, run_table) <= 50 + 2 * 15
-    assert _plan_rows_read(summary, Commit._meta.db_table) <= 50 + 15
+    assert plan_rows_read(summary, run_table) <= 50 + 2 * 15
+    assert plan_rows_read(summary, Commit._meta.db_table) <= 50 + 15
 
     with CaptureQueriesContext(connection) as captured:
         overview_pairs(among=[PairKey(suite=small[0], hardware_class="h200")])
-    summary = _executed_plan(captured.captured_queries[-1]["sql"], None)
+    summary = executed_plan(captured.captured_queries[-1]["sql"], None)
     # Run on the newest commit on main: the first commit walked, and its two runs counted.
-    assert _plan_rows_read(summary, run_table) <= 15
-    assert _plan_rows_read(summary, Commit._meta.db_table) <= 3
+    assert plan_rows_read(summary, run_table) <= 15
+    assert plan_rows_read(summary, Commit._meta.db_table) <= 3
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's query plan")
@@ -132,10 +111,10 @@ def test_a_sparkline_of_a_long_history_reads_its_recent_points_only(monkeypatch)
     with CaptureQueriesContext(connection) as captured:
         lines = suites_sparklines(last=5, pairs=pairs)
     reads = [query for query in captured if Measurement._meta.db_table in query["sql"]]
-    plan = _executed_plan(reads[0]["sql"], None)
+    plan = executed_plan(reads[0]["sql"], None)
 
     assert lines[(long.pk, "b300")].values == (100.0, 101.0, 102.0, 103.0, 104.0)
     assert len(reads) == 1
     # The 20 commits before the newest (SPARKLINE_SPAN times 5) and a point each: not 2,000 of them.
-    assert _plan_rows_read(plan, Measurement._meta.db_table) <= 2 * 20 + 2
-    assert _plan_rows_read(plan, Run._meta.db_table) <= 2 * 20 + 2
+    assert plan_rows_read(plan, Measurement._meta.db_table) <= 2 * 20 + 2
+    assert plan_rows_read(plan, Run._meta.db_table) <= 2 * 20 + 2

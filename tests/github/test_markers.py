@@ -79,7 +79,9 @@ def test_prs_outside_the_drawn_commits_and_unmerged_ones_are_not_drawn(history):
     track(issue, later, 53396, order=2)
 
     markers = timeline_markers(
-        suite=suite, hardware_class="b300", commit_order=[commits[4].sha, commits[8].sha, commits[9].sha]
+        suite=suite,
+        hardware_class="b300",
+        benchmarked=[commits[4].position, commits[8].position, commits[9].position],
     )
 
     assert markers == []
@@ -133,10 +135,19 @@ def test_markers_take_three_queries_however_many_prs(history, django_assert_num_
     for order, index in enumerate(range(1, 10)):
         track(issue, commits[index], 50000 + index, order=order)
 
-    with django_assert_num_queries(3):
+    # The tracked PRs, the tags, the commits the markers are drawn at; and first the benchmarked
+    # commits' positions, unless the caller has them (a timeline has them in its points).
+    with django_assert_num_queries(4):
         markers = timeline_markers(suite=suite, hardware_class="b300")
+    with django_assert_num_queries(3):
+        given = timeline_markers(
+            suite=suite,
+            hardware_class="b300",
+            benchmarked=[commits[index].position for index in (0, 3, 4, 8, 9)],
+        )
 
     assert len(markers) == 9
+    assert given == markers
 
 
 def figure(client: Client, query: str = "") -> dict:
