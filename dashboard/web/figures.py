@@ -164,24 +164,35 @@ def series_thin(
     ]
 
 
-def _repeats_spread(item: DrawnSeries, *, color: str) -> dict[str, Any]:
+def _repeats_spread(item: DrawnSeries, *, name: str, color: str) -> dict[str, Any]:
     """A commit measured more than once shows its runs' lowest to highest as a bar around the median (none
-    for a single run), and its run count and spread in the hover."""
+    for a single run), drawn by a trace of its own that holds only the repeated commits (`meta.kind`
+    "spread", in its line's legend group): Plotly makes an SVG group for every point of a trace with
+    error bars, bar or none, which was most of a timeline's elements. The run count and spread of every
+    point go with the line, for its hover."""
     runs = item.series.runs[item.indexes]
     values = item.series.values[item.indexes]
     lowest, highest = item.series.lowest[item.indexes], item.series.highest[item.indexes]
     repeated = runs > 1
     return {
-        "repeats": {"runs": typed_array(runs), "spread": typed_array(highest - lowest)},
+        "type": "scatter",
+        "mode": "none",
+        "x": typed_array(item.series.x[item.indexes][repeated]),
+        "y": typed_array(values[repeated]),
         "error_y": {
             "type": "data",
             "symmetric": False,
-            "array": typed_array(np.where(repeated, highest - values, np.nan)),
-            "arrayminus": typed_array(np.where(repeated, values - lowest, np.nan)),
+            "array": typed_array((highest - values)[repeated]),
+            "arrayminus": typed_array((values - lowest)[repeated]),
             "color": _translucent(color, alpha=0.6),
             "thickness": 1.2,
             "width": 3,
         },
+        "name": name,
+        "legendgroup": name,
+        "showlegend": False,
+        "hoverinfo": "skip",
+        "meta": {"kind": "spread"},
     }
 
 
@@ -217,11 +228,13 @@ def timeline_figure(
     data: list[dict[str, Any]] = []
     for item in drawn:
         color = concurrency_color(concurrency=item.series.concurrency)
+        name = f"c={item.series.concurrency}" if item.series.concurrency else "run"
         trace: dict[str, Any] = {
             "type": "scatter",
             "x": typed_array(item.series.x[item.indexes]),
             "y": typed_array(item.series.values[item.indexes]),
-            "name": f"c={item.series.concurrency}" if item.series.concurrency else "run",
+            "name": name,
+            "legendgroup": name,
             "mode": mode,
             "line": {"color": color, "width": 1.6},
             "marker": {"color": color, "size": marker_size},
@@ -234,9 +247,13 @@ def timeline_figure(
             ),
         }
         runs = item.series.runs[item.indexes]
-        if (runs > 1).any():
-            trace.update(_repeats_spread(item, color=color))
         data.append(trace)
+        if (runs > 1).any():
+            trace["repeats"] = {
+                "runs": typed_array(runs),
+                "spread": typed_array(item.series.highest[item.indexes] - item.series.lowest[item.indexes]),
+            }
+            data.append(_repeats_spread(item, name=name, color=color))
     initial_ticks = _spread(list(days if len(days) >= 3 else commit_ticks), MAX_TICKS)
     layout = chart_layout(unit=display.unit, height=300)
     layout["xaxis"].update(

@@ -253,9 +253,14 @@ def test_a_repeated_commit_has_a_bar_from_its_lowest_to_its_highest_run_and_a_si
         metric="ttft_ms_mean", drawn=series_thin([series], buckets=None), days=[], by_position=True
     )
 
-    (trace,) = figure["data"]
-    above, below = column(trace["error_y"]["array"]), column(trace["error_y"]["arrayminus"])
-    assert (above[0], below[0]) == (26.0, 4.0)
-    assert np.isnan(above[1]) and np.isnan(below[1])
-    assert trace["error_y"]["symmetric"] is False
-    assert column(trace["repeats"]["runs"]) == [3, 1]
+    line, spread = figure["data"]
+    # The bars are a trace of their own holding only the repeated commits: Plotly makes an element for
+    # every point of a trace with error bars.
+    assert "error_y" not in line
+    assert (column(spread["x"]), column(spread["y"])) == ([0.0], [104.0])
+    assert column(spread["error_y"]["array"]) == [26.0]
+    assert column(spread["error_y"]["arrayminus"]) == [4.0]
+    assert spread["error_y"]["symmetric"] is False
+    assert (spread["meta"], spread["legendgroup"], spread["showlegend"]) == ({"kind": "spread"}, "c=1", False)
+    assert line["legendgroup"] == "c=1"
+    assert column(line["repeats"]["runs"]) == [3, 1]

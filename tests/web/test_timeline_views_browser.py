@@ -76,6 +76,63 @@ def test_a_commit_measured_three_times_is_drawn_with_a_bar_from_its_lowest_to_it
     assert "median of 3 runs" in hover
 
 
+SPREAD = """
+(metric) => {
+  const gd = document.querySelector(`[data-metric="${metric}"]`);
+  const values = (column) => Array.from(window.PerfWatch.decode(column));  // typed arrays as sent, or not
+  return gd.data.filter(trace => trace.meta && trace.meta.kind === 'spread').map(trace => ({
+    group: trace.legendgroup, y: values(trace.y), above: values(trace.error_y.array),
+    below: values(trace.error_y.arrayminus), yaxis: trace.yaxis || 'y', visible: trace.visible}));
+}
+"""
+
+
+def test_the_spread_of_a_repeated_commit_goes_with_its_level_relative_in_its_panel_and_hidden(
+    browser, build_history
+) -> None:
+    commits = build_history(commits=6, concurrencies=(1, 16))
+    suite = Suite.objects.get()
+    measured = _measured(commits, 16)
+    median, base = measured[3], measured[0]  # base: the first commit in view, as its line's
+    for value in (median - 4.0, median + 9.0):
+        run_with_values(commit=commits[3], suite=suite, values={(16, THROUGHPUT): value})
+    browser.open(TIMELINE)
+
+    # Its own trace, in its level's legend group, holding only the repeated commit.
+    (spread,) = browser.page.evaluate(SPREAD, THROUGHPUT)
+    assert spread["group"] == "c=16" and spread["y"] == pytest.approx([median], rel=1e-6)
+    assert spread["above"] == pytest.approx([9.0], abs=1e-3)
+    assert spread["below"] == pytest.approx([4.0], abs=1e-3)
+
+    browser.page.click("[data-scale=relative]")
+    _wait_for_url(browser, "scale=relative")
+    browser.page.wait_for_function(
+        f"() => document.querySelector('[data-metric={THROUGHPUT}]').layout.yaxis.title.text.includes('%')"
+    )
+    (spread,) = browser.page.evaluate(SPREAD, THROUGHPUT)
+    assert spread["y"] == pytest.approx([(median / base - 1) * 100], abs=1e-3)
+    assert spread["above"] == pytest.approx([9.0 / base * 100], abs=1e-3)
+
+    browser.page.check("[data-view-multiples]")
+    _wait_for_url(browser, "multiples=1")
+    browser.page.wait_for_function(
+        f"() => document.querySelector('[data-metric={THROUGHPUT}]').data.some(trace => trace.yaxis === 'y3')"
+    )
+    lines = {line["name"]: line for line in browser.page.evaluate(LINES, THROUGHPUT)}
+    (spread,) = browser.page.evaluate(SPREAD, THROUGHPUT)
+    assert spread["yaxis"] == lines["c=16"]["yaxis"] != lines["c=1"]["yaxis"]
+
+    # Hiding the level in the legend hides its bars too.
+    browser.page.uncheck("[data-view-multiples]")
+    chart = CHART.format(metric=THROUGHPUT)
+    browser.page.wait_for_function(f"() => !{chart}.data.some(trace => trace.yaxis === 'y3')")
+    browser.page.locator(f"[data-metric={THROUGHPUT}] .legend .traces", has_text="c=16").click()
+    browser.page.wait_for_function(f"() => {chart}.querySelectorAll('g.errorbar path.yerror').length === 0")
+    (spread,) = browser.page.evaluate(SPREAD, THROUGHPUT)
+    assert spread["visible"] == "legendonly"
+    assert browser.console_errors == []
+
+
 LINES = """
 (metric) => {
   const gd = document.querySelector(`[data-metric="${metric}"]`);

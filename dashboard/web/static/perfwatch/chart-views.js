@@ -64,12 +64,17 @@
     return null;
   }
 
-  // A line as percentages of its value at the base: the base commit's point (or the last before it), else
-  // the first point in view.
-  function relativeTrace(trace, base) {
+  // A line's value at the base: the base commit's point (or the last before it), else the first point in
+  // view.
+  function referenceOf(trace, base) {
     var xs = trace.x, at = firstAtOrAfter(xs, base.x);
     if (base.commit && (at === xs.length || xs[at] !== base.x) && at > 0) at -= 1;
-    var reference = trace.y[Math.min(at, xs.length - 1)];
+    return trace.y[Math.min(at, xs.length - 1)];
+  }
+
+  // A line, or the spread bars of its repeated commits, as percentages of `reference` (its line's value
+  // at the base).
+  function relativeTrace(trace, reference, base) {
     if (!reference) return trace;
     var scaled = function (values, offset) {
       return Array.prototype.map.call(decode(values), function (value) { return (value / reference - offset) * 100; });
@@ -79,14 +84,16 @@
       shown.error_y = Object.assign({}, trace.error_y,
         { array: scaled(trace.error_y.array, 0), arrayminus: scaled(trace.error_y.arrayminus, 0) });
     }
-    shown.hovertemplate = (trace.hovertemplate || "").replace(/<b>%\{y:[^}]*\}[^<]*<\/b>/,
-      "<b>%{y:+.2f} %</b> against " + base.label);
+    if (trace.hovertemplate) {
+      shown.hovertemplate = trace.hovertemplate.replace(/<b>%\{y:[^}]*\}[^<]*<\/b>/,
+        "<b>%{y:+.2f} %</b> against " + base.label);
+    }
     return shown;
   }
 
   // One panel per line, stacked top to bottom, the last on the primary y axis (the one the markers
   // overlay and the x axis sits on).
-  function panelAxes(layout, lines) {
+  function panelAxes(layout, lines, data) {
     var count = lines.length, gap = 0.05;
     var height = (1 - gap * (count - 1)) / count;
     layout.height = Math.max(300, 50 + count * 130);
@@ -99,6 +106,11 @@
         title: { text: trace.name, font: layout.yaxis.title && layout.yaxis.title.font },
       });
       trace.yaxis = "y" + id;
+    });
+    data.forEach(function (trace) {
+      if (!trace.meta || trace.meta.kind !== "spread") return;
+      var line = lines.filter(function (item) { return item.legendgroup === trace.legendgroup; })[0];
+      if (line) trace.yaxis = line.yaxis;
     });
   }
 
@@ -116,15 +128,24 @@
     var commitX = view.scale === "relative" ? baseX(table) : null;
     var base = { commit: commitX !== null, x: commitX !== null ? commitX : range ? range[0] : -Infinity };
     base.label = commitX !== null ? view.base.slice(0, 8) : "the first commit in view";
+    var references = {}; // legend group -> its line's value at the base
     data.forEach(function (trace, i) {
       if (trace.meta || !trace.x || !trace.x.length) return;
-      data[i] = view.scale === "relative" ? relativeTrace(trace, base) : Object.assign({}, trace);
+      references[trace.legendgroup] = referenceOf(trace, base);
+      data[i] = view.scale === "relative" ? relativeTrace(trace, references[trace.legendgroup], base)
+        : Object.assign({}, trace);
       lines.push(data[i]);
+    });
+    // The spread bars of repeated commits go with their line: scaled by its reference, on its panel.
+    data.forEach(function (trace, i) {
+      if (!trace.meta || trace.meta.kind !== "spread") return;
+      data[i] = view.scale === "relative" ? relativeTrace(trace, references[trace.legendgroup], base)
+        : Object.assign({}, trace);
     });
     if (view.scale === "relative") layout.yaxis.title = { text: "% against " + base.label, font: layout.yaxis.title && layout.yaxis.title.font };
     if (view.scale === "log") layout.yaxis.type = "log";
     if (view.multiples && lines.length > 1) {
-      panelAxes(layout, lines);
+      panelAxes(layout, lines, data);
       gd.style.minHeight = layout.height + 6 + "px"; // and the element's bottom padding
     }
     return { data: data, layout: fittedTo(gd, data, layout, range, table) };
