@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 from django.db import connections
-from playwright.sync_api import ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import ConsoleMessage, Page, Request, sync_playwright
 
 from dashboard.benchmarks.models import HEADLINE_METRICS, Suite
 from tests.factories import SuiteFactory, bulk_history
@@ -105,6 +105,36 @@ def test_timeline_draws_every_chart_and_a_click_opens_the_commit(browser, build_
 
     assert browser.page.url == f"{browser.base_url}/commits/{commits[-1].sha}/"
     assert browser.page.locator("h1").inner_text() == commits[-1].subject
+    assert browser.console_errors == []
+
+
+def test_the_timeline_asks_for_its_chart_data_once_before_the_chart_scripts_have_loaded(
+    browser, build_history
+) -> None:
+    build_history(commits=6, concurrencies=(1, 16))
+    held = []
+    browser.page.route("**/perfwatch/charts.*.js", lambda route: held.append(route))
+    asked: list[str] = []
+
+    def ask(request: Request) -> None:
+        if "/timeline/" in request.url:
+            asked.append(request.url)
+
+    browser.page.on("request", ask)
+
+    browser.page.goto(browser.base_url + "/suites/kimi-k3-8k1k/", wait_until="commit")
+    browser.page.wait_for_function("() => window.PerfWatch && window.PerfWatch.early")
+    browser.page.wait_for_timeout(200)
+
+    # Asked for while the module that draws the charts had not even arrived, as soon as the charts were
+    # laid out: the request and the scripts' loading overlap.
+    assert held and len(asked) == 1
+    for route in held:
+        route.continue_()
+    browser.page.wait_for_function("() => document.body.dataset.chartsDrawn === 'true'")
+    # charts.js took that answer rather than asking again.
+    assert len(asked) == 1
+    assert browser.page.locator("[data-metric].js-plotly-plot").count() == len(HEADLINE_METRICS)
     assert browser.console_errors == []
 
 

@@ -7,10 +7,23 @@
   "use strict";
 
   var P = (window.PerfWatch = window.PerfWatch || {});
-  // Shared by the chart modules: the timelines drawn, whether a zoom is being applied to all of them, the
-  // timeline page's one request ({element, url, width, full (the unzoomed payload)}) and each chart's
-  // commits table.
-  P.state = { timelines: [], syncing: false, group: null, commitsOf: new WeakMap() };
+  // Shared by the chart modules: the timelines drawn, how many updates of them are being applied (a
+  // count: a zoom's interim drawing and its answer may overlap), the timeline page's one request
+  // ({element, url, width, full (the unzoomed payload)}) and each chart's commits table.
+  P.state = { timelines: [], syncing: 0, group: null, commitsOf: new WeakMap() };
+
+  // Each chart element's width, read once for all the charts a pass draws (`measureWidths`) rather than
+  // by each chart's labels after the chart before it was drawn: a read after a draw makes the browser lay
+  // the whole page out again there and then. Forgotten when the window is resized.
+  var widths = new WeakMap();
+  function measureWidths(elements) {
+    Array.prototype.forEach.call(elements, function (element) { widths.set(element, element.clientWidth); });
+  }
+  function widthOf(element) {
+    var known = widths.get(element);
+    return known === undefined ? element.clientWidth : known;
+  }
+  window.addEventListener("resize", function () { widths = new WeakMap(); });
 
   var DTYPES = { f8: Float64Array, f4: Float32Array, i4: Int32Array, u4: Uint32Array, i2: Int16Array,
     u2: Uint16Array, i1: Int8Array, u1: Uint8Array };
@@ -84,8 +97,12 @@
     return Array.prototype.map.call(table._xs, function (x, i) { return [x, table.sha[i].slice(0, 8)]; });
   }
 
+  // The JSON at `url`: the page's early request for it when there is one (timeline-request.js), once.
   function fetchJson(url) {
-    return fetch(url, { headers: { Accept: "application/json" } }).then(function (response) {
+    var early = P.early && P.early.url === url ? P.early.response : null;
+    if (early) P.early = null;
+    var asked = early || fetch(url, { headers: { Accept: "application/json" } });
+    return asked.then(function (response) {
       return response.json().then(function (body) {
         if (!response.ok) throw new Error(body.error || response.statusText);
         return body;
@@ -99,4 +116,6 @@
   P.hydrate = hydrate;
   P.commitTicks = commitTicks;
   P.fetchJson = fetchJson;
+  P.measureWidths = measureWidths;
+  P.widthOf = widthOf;
 })();

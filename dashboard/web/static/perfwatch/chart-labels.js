@@ -8,6 +8,7 @@
   "use strict";
 
   var P = (window.PerfWatch = window.PerfWatch || {});
+  var widthOf = P.widthOf;
   // Alert markers labelled with their PR ("#51830") right above them, in the lane over the lines. Labels
   // never overlap: one that would touch its neighbour goes a row higher, and where LABEL_ROWS rows are
   // full it is left to the marker's hover (which names the PR too).
@@ -36,7 +37,7 @@
     var range = layout.xaxis && layout.xaxis.range;
     var margin = layout.margin || {};
     if (!range || layout.xaxis.type === "log") return null;
-    var width = element.clientWidth - (margin.l === undefined ? 80 : margin.l) - (margin.r === undefined ? 80 : margin.r);
+    var width = widthOf(element) - (margin.l === undefined ? 80 : margin.l) - (margin.r === undefined ? 80 : margin.r);
     var scale = width / (range[1] - range[0]);
     return { range: range, width: width, right: margin.r || 0,
       px: function (x) { return (x - range[0]) * scale; }, family: (layout.font && layout.font.family) || "sans-serif" };
@@ -143,7 +144,7 @@
   // the chart, as Plotly's autorange makes room for text (by a fifth of the span at most).
   function roomForLabels(element, data, layout, range) {
     var margin = layout.margin || {};
-    var width = element.clientWidth - (margin.l || 0) - (margin.r || 0);
+    var width = widthOf(element) - (margin.l || 0) - (margin.r || 0);
     var right = range[1];
     var family = (layout.font && layout.font.family) || "sans-serif";
     (data || []).forEach(function (trace) {

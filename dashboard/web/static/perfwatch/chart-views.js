@@ -182,7 +182,8 @@
     viewToUrl();
     showViewControls();
     var range = zoomFromUrl();
-    S.syncing = true;
+    S.syncing += 1;
+    P.measureWidths(S.timelines);
     Promise.all(S.timelines.map(function (gd) {
       var source = sources.get(gd);
       if (!source) return null;
@@ -191,7 +192,7 @@
       var data = shown.data.map(function (trace) { return Object.assign({}, trace); });
       labelFigure(gd, data, layout);
       return window.Plotly.react(gd, data, layout);
-    })).finally(function () { S.syncing = false; });
+    })).finally(function () { S.syncing -= 1; });
   }
 
   // A chart's unit in its header follows the scale: % against the base in relative scale.
