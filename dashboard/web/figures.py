@@ -248,7 +248,10 @@ def timeline_figure(
         }
         runs = item.series.runs[item.indexes]
         data.append(trace)
-        if (runs > 1).any():
+        # A thinned line's points are its buckets' extremes, not commits: like the rest of a commit's
+        # details (its hover, its click), its runs' spread is shown once the chart shows commits.
+        thinned = len(item.indexes) < len(item.series.x)
+        if (runs > 1).any() and not thinned:
             trace["repeats"] = {
                 "runs": typed_array(runs),
                 "spread": typed_array(item.series.highest[item.indexes] - item.series.lowest[item.indexes]),

@@ -264,3 +264,29 @@ def test_a_repeated_commit_has_a_bar_from_its_lowest_to_its_highest_run_and_a_si
     assert (spread["meta"], spread["legendgroup"], spread["showlegend"]) == ({"kind": "spread"}, "c=1", False)
     assert line["legendgroup"] == "c=1"
     assert column(line["repeats"]["runs"]) == [3, 1]
+
+
+def test_a_thinned_line_shows_no_spread_its_points_being_buckets_not_commits() -> None:
+    count = 400
+    series = SeriesColumns(
+        metric="ttft_ms_mean",
+        concurrency=1,
+        commit_ids=np.arange(count, dtype=np.int64),
+        x=np.arange(count, dtype=np.float64),
+        values=100.0 + np.arange(count) % 7,
+        runs=np.where(np.arange(count) % 10 == 0, 2, 1),
+        lowest=99.0 + np.arange(count) % 7,
+        highest=101.0 + np.arange(count) % 7,
+    )
+
+    thinned = timeline_figure(
+        metric="ttft_ms_mean", drawn=series_thin([series], buckets=50), days=[], by_position=True
+    )
+    whole = timeline_figure(
+        metric="ttft_ms_mean", drawn=series_thin([series], buckets=None), days=[], by_position=True
+    )
+
+    (line,) = thinned["data"]
+    assert "repeats" not in line
+    assert [trace.get("meta") for trace in whole["data"]] == [None, {"kind": "spread"}]
+    assert len(column(whole["data"][1]["x"])) == count // 10
