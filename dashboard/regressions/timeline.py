@@ -39,16 +39,24 @@ def alert_markers(*, suite: Suite, hardware_class: str, metric: str | None = Non
 
 
 def alert_markers_by_metric(
-    *, suite: Suite, hardware_class: str, metrics: Sequence[str]
+    *,
+    suite: Suite,
+    hardware_class: str,
+    metrics: Sequence[str],
+    positions: tuple[int, int] | None = None,
 ) -> dict[str, list[AlertMarker]]:
-    """`alert_markers` of each of `metrics`, each group's direction taken from that metric's alerts. Two
-    queries whatever the number of metrics (a timeline draws one chart per metric)."""
-    found = _markers(
-        alerts=Alert.objects.filter(
-            series__suite=suite, series__hardware_class=hardware_class, series__metric__in=metrics
-        ),
-        by_metric=True,
+    """`alert_markers` of each of `metrics`, each group's direction taken from that metric's alerts; only
+    the groups whose head lies within `positions` on main (inclusive), when given (a zoomed timeline
+    draws no other). Two queries whatever the number of metrics (a timeline draws one chart per
+    metric)."""
+    alerts = Alert.objects.filter(
+        series__suite=suite, series__hardware_class=hardware_class, series__metric__in=metrics
     )
+    if positions is not None:
+        alerts = alerts.filter(
+            group__head_commit__position__gte=positions[0], group__head_commit__position__lte=positions[1]
+        )
+    found = _markers(alerts=alerts, by_metric=True)
     return {metric: found.get(metric, []) for metric in metrics}
 
 

@@ -155,7 +155,15 @@ def timeline_payload(
         if columns.by_position and columns.series
         else None,
     )
-    alerts = alert_markers_by_metric(suite=suite, hardware_class=filters.hardware_class, metrics=metrics)
+    alerts = alert_markers_by_metric(
+        suite=suite,
+        hardware_class=filters.hardware_class,
+        metrics=metrics,
+        # Zoomed on positions, only the window's groups can be drawn.
+        positions=(int(np.floor(span[0])), int(np.ceil(span[1])))
+        if read_range is not None and columns.by_position
+        else None,
+    )
     disturbed = runs_disturbed(suite_id=suite.pk, hardware_class=filters.hardware_class)
     shas = (
         {marker.drawn_at_sha for marker in markers}

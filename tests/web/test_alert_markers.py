@@ -78,3 +78,37 @@ def test_a_marker_carries_the_label_of_its_pr(detected_demo, client) -> None:
     labels = {point[0]: point[2] for point in trace["customdata"]}
     assert labels[f"/alerts/{regression.pk}/"] == f"#{REGRESSION_PR}"
     assert all(label.startswith("#") for label in labels.values())
+
+
+def test_a_zoomed_timeline_reads_the_markers_of_its_window_only(detected_demo, client) -> None:
+    from dashboard.benchmarks.models import Suite
+    from dashboard.regressions.timeline import alert_markers_by_metric
+
+    suite = Suite.objects.get(name=DEMO_SUITE)
+    metrics = ["output_throughput_tok_s", "ttft_ms_mean"]
+    every = alert_markers_by_metric(suite=suite, hardware_class=suite.hardware_class, metrics=metrics)
+    heads = sorted(marker.position for found in every.values() for marker in found if marker.position)
+    assert heads
+    window = (heads[0], heads[0])
+
+    zoomed = alert_markers_by_metric(
+        suite=suite, hardware_class=suite.hardware_class, metrics=metrics, positions=window
+    )
+
+    for metric in metrics:
+        inside = [marker for marker in every[metric] if marker.position == heads[0]]
+        assert zoomed[metric] == inside
+    assert sum(len(found) for found in zoomed.values()) < sum(len(found) for found in every.values())
+    # The zoomed chart draws that window's markers, as the whole view drew them there.
+    body = client.get(
+        f"/api/suites/{DEMO_SUITE}/timeline/",
+        {"hardware": suite.hardware_class, "x0": heads[0] - 1, "x1": heads[0] + 1, "width": 600},
+    ).json()
+    drawn = [
+        trace
+        for trace in body["figures"]["output_throughput_tok_s"]["data"]
+        if trace.get("meta", {}).get("kind") == "alerts"
+    ]
+    assert [point[0] for trace in drawn for point in trace["customdata"]] == [
+        marker.url for marker in every["output_throughput_tok_s"] if marker.position == heads[0]
+    ]
