@@ -172,6 +172,25 @@ def test_two_changes_are_read_only_where_the_runs_sit_at_three_levels() -> None:
     assert one is not None and one.factor < 1
 
 
+def test_a_change_and_its_partial_revert_in_one_range_are_read_as_two_changes() -> None:
+    # -16 % at 3, +9 % back at 6: the range's whole change is -8.4 %, and commits 3-5 sit at 1.9 of it,
+    # beyond both ends, which no single change explains and no middle between the ends either.
+    rng = random.Random(12)
+    prior = prior_weights(docs_only=[False] * 8)
+    observed = [
+        (Observation(i, (0.0 if i < 3 else 1.9 if i < 6 else 1.0) + rng.gauss(0, 0.12)), 0.12)
+        for i in range(1, 8)
+        for _ in range(2)
+    ]
+
+    read = two_changes(prior=prior, observations=observed, length=8)
+
+    assert read is not None and read.factor > 1e6 and read.probability > 0.99
+    assert (read.first, read.second) == (3, 6)
+    assert 1.7 < read.middle < 2.1
+    assert read.larger == 3  # 1.9 of the range's change on the way in, 0.9 on the way back
+
+
 def test_under_two_changes_the_next_run_goes_beside_the_change_still_in_doubt() -> None:
     # Commits 1..2 old and 3..4 halfway, each run twice; 5 and 6 not run: the first change is at 3, the
     # second at 5, 6 or 7. A run at 3 or 4 tells nothing more; one at 5 or 6 tells where the second is.
