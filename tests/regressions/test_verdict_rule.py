@@ -58,7 +58,6 @@ def test_a_noise_read_from_a_new_series_few_commits_is_weighed_as_the_few_differ
             direction=-1,
             min_relative_change=0.02,
             alpha=0.0033,
-            repeats=True,
             noise_degrees=noise_degrees,
         )[4]
 

@@ -153,28 +153,26 @@ def change_verdict(
     direction: int,
     min_relative_change: float,
     alpha: float,
-    repeats: bool = False,
     noise_degrees: float = MAX_NOISE_DEGREES,
 ) -> tuple[float, float, float, float, bool, float, float, float]:
     """(change %, 95 % low, high, one-sided p, holds, sigma, base log level, head log level) of the runs
-    at both ends; `direction` is the sign of the change detection saw. `repeats`: each end's values are
-    runs of one commit, so their own spread is run-to-run noise (else they may span commits, whose spread
-    holds any change among them). `noise_degrees`: how many differences the series' noise was read from
-    (a few, early in a series' history, make its interval wider)."""
+    at both ends; `direction` is the sign of the change detection saw. `noise_degrees`: how many
+    differences the series' noise was read from (a few, early in a series' history, make its interval
+    wider)."""
     base, head = log_values(base_values), log_values(head_values)
     if series_sigma_log > 0:
         base, head = kept_logs(base, series_sigma_log), kept_logs(head, series_sigma_log)
     pooled, freedom = _pooled_sigma([base, head])
-    # The series' noise is the better estimate with few repeats; a larger spread among them wins.
+    # The noise the slow runs are set aside with, and reported: a larger spread among the repeats wins.
     sigma = max(series_sigma_log, pooled if freedom >= 2 else 0.0, NOISE_FLOOR_LOG)
     base, head = kept_logs(base, sigma), kept_logs(head, sigma)
     estimate = change_estimate(
         before=[math.exp(v) for v in base],
         after=[math.exp(v) for v in head],
-        # Repeats: the larger of the two, or a series' noise taken as well known would outweigh their own
-        # spread in the pooled variance (about 200 degrees of freedom against a few).
+        # Pooled with the runs' own spread, each by its degrees of freedom: a noise read from a few
+        # differences weighs as little as it says.
         noise=NoiseEstimate(
-            sigma=sigma if repeats else max(series_sigma_log, NOISE_FLOOR_LOG),
+            sigma=max(series_sigma_log, NOISE_FLOOR_LOG),
             degrees_of_freedom=max(min(noise_degrees, MAX_NOISE_DEGREES), 1.0),
             source="differences",
             relative=True,

@@ -127,7 +127,6 @@ def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert], alpha: float)
             direction=direction,
             min_relative_change=threshold.min_relative_change,
             alpha=alpha,
-            repeats=True,
         )
         verdicts.append(
             AlertVerdict(
