@@ -14,7 +14,8 @@
  * When every chart is drawn, body[data-charts-drawn] is "true".
  *
  * The chart data is asked for as soon as this script runs, which is before plotly.js (loaded after it)
- * is run: the request and the library's start overlap. Each chart is drawn once, at its final x range and
+ * is run: the request and the library's start overlap (a timeline page asks earlier still, from
+ * timeline-request.js, and this takes that answer). Each chart is drawn once, at its final x range and
  * with its labels placed (chart-labels.js).
  */
 (function () {
