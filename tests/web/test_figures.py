@@ -273,10 +273,10 @@ def test_a_thinned_line_shows_no_spread_its_points_being_buckets_not_commits() -
         concurrency=1,
         commit_ids=np.arange(count, dtype=np.int64),
         x=np.arange(count, dtype=np.float64),
-        values=100.0 + np.arange(count) % 7,
+        values=100.0 + np.arange(count, dtype=np.float64) % 7,
         runs=np.where(np.arange(count) % 10 == 0, 2, 1),
-        lowest=99.0 + np.arange(count) % 7,
-        highest=101.0 + np.arange(count) % 7,
+        lowest=99.0 + np.arange(count, dtype=np.float64) % 7,
+        highest=101.0 + np.arange(count, dtype=np.float64) % 7,
     )
 
     thinned = timeline_figure(
