@@ -14,7 +14,8 @@ from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.benchmarks.overview_selectors import PairKey, SparklineSeries, SuiteOverview
 from dashboard.benchmarks.selectors import MeasurementRow
 from dashboard.benchmarks.statistics import commit_value
-from dashboard.github.impact import CommitChanges, MetricChange
+from dashboard.github.commit_changes import CommitChanges
+from dashboard.github.impact import MetricChange
 from dashboard.web.figures import SparklineShape, sparkline_shape
 from dashboard.web.impact_tables import ChangeCell, change_cell
 

@@ -20,7 +20,7 @@ from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import WHOLE_RUN, Suite
 from dashboard.benchmarks.scheduling import suites_waiting_for_nodes
 from dashboard.benchmarks.selectors import HardwareFacet
-from dashboard.github.impact import commit_changes
+from dashboard.github.commit_changes import commit_changes
 from dashboard.github.selectors import tracking_issues_active
 from dashboard.regressions.selectors import (
     alert_groups_naming,
