@@ -196,6 +196,7 @@ class _Prepared:
     local: FloatArray | None  # `local_scales` of the present points, as the detector takes them (no noise)
     usable: BoolArray  # present and not an outlier
     scores: FloatArray  # distance to the nearer side, in σ (NaN where absent)
+    sides: tuple[npt.NDArray[np.int64], FloatArray, FloatArray]  # `_side_medians` of `signal`
 
     @classmethod
     def of(cls, history: SeriesHistory, *, left_out: BoolArray | None = None) -> _Prepared:
@@ -228,6 +229,7 @@ class _Prepared:
             scales[counted] = np.where(local > 0.0, local, overall)
             interval_scales[counted] = np.where(unbiased > 0.0, unbiased, overall)
         sigma = float(np.nanmedian(scales)) if counted.any() else 0.0
+        sides = _side_medians(signal)
         return cls(
             history=history,
             values=values,
@@ -240,7 +242,8 @@ class _Prepared:
             noise=noise,
             local=local,
             usable=counted,
-            scores=_side_distances(signal=signal, scales=scales),
+            scores=_side_distances(signal=signal, scales=scales, sides=sides),
+            sides=sides,
         )
 
 
@@ -256,11 +259,13 @@ def _side_medians(signal: FloatArray) -> tuple[npt.NDArray[np.int64], FloatArray
     return present, before, after
 
 
-def _side_distances(*, signal: FloatArray, scales: FloatArray) -> FloatArray:
+def _side_distances(
+    *, signal: FloatArray, scales: FloatArray, sides: tuple[npt.NDArray[np.int64], FloatArray, FloatArray]
+) -> FloatArray:
     """For each present point, its distance in its local σ to the nearer of the medians of the few points
     just before and just after it (0 where there is no context)."""
     scores = np.full(signal.size, np.nan)
-    present, before, after = _side_medians(signal)
+    present, before, after = sides
     if present.size == 0 or not np.all(scales[present] > 0.0):
         return np.where(np.isnan(signal), np.nan, 0.0)
     compact = signal[present]
@@ -275,7 +280,7 @@ def _slow_runs(prepared: list[_Prepared]) -> BoolArray:
     `SLOW_RUN_SIGMAS` of their noise: a node's slow mode, a few percent on every such series."""
     slowness = []
     for item in prepared:
-        present, before, after = _side_medians(item.signal)
+        present, before, after = item.sides  # read once per series, by `_Prepared.of`
         if not item.history.slower or present.size == 0 or not np.all(item.scales[present] > 0.0):
             continue
         compact = item.signal[present]
