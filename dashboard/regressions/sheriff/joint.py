@@ -26,6 +26,7 @@ from datetime import datetime
 from scipy import special
 
 from dashboard.benchmarks.models import Series
+from dashboard.benchmarks.statistics import MAX_NOISE_DEGREES
 from dashboard.regressions.detect.windows import series_window
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
@@ -103,7 +104,7 @@ def joint_test(
     head: Sequence[float],
     history_sigma: float,
     floor: float,
-    history_degrees: int = 200,
+    history_degrees: float = MAX_NOISE_DEGREES,
 ) -> tuple[float, float]:
     """(shift in noise units, one-sided p) of the head's combined values over the base's: a t-test on
     the history's noise (read from `history_degrees` differences), or on the repeats' own pooled spread
@@ -112,7 +113,7 @@ def joint_test(
     base, head = _kept(base, sigma), _kept(head, sigma)
     squares = sum((v - statistics.fmean(end)) ** 2 for end in (base, head) for v in end)
     freedom = len(base) + len(head) - 2
-    degrees = max(history_degrees, 1)
+    degrees = max(history_degrees, 1.0)
     if freedom >= 2 and math.sqrt(squares / freedom) > sigma:
         sigma, degrees = math.sqrt(squares / freedom), freedom
     shift = (statistics.fmean(head) - statistics.fmean(base)) / sigma
