@@ -18,6 +18,7 @@ from dashboard.benchmarks.metrics import metric_display
 from dashboard.benchmarks.models import HEADLINE_METRICS
 from dashboard.benchmarks.statistics import ChangeEstimate
 from dashboard.github.impact import CommitRef, MetricChange, PullImpact
+from dashboard.web.routes import route_builder
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def change_cell(change: MetricChange | None) -> ChangeCell:
 
 def impact_rows(*, impacts: Sequence[PullImpact]) -> list[ImpactRow]:
     rows = []
-    commit_path = reverse("web:commit", args=["0" * 40])
+    commit_path = route_builder("web:commit", "0" * 40)
     compare_path = reverse("web:compare")
     timelines: dict[str, str] = {}
     for impact in impacts:
@@ -143,8 +144,8 @@ def impact_rows(*, impacts: Sequence[PullImpact]) -> list[ImpactRow]:
                     other_pull_numbers=impact.other_pull_numbers,
                     scope_rows=len(impact.levels) if index == 0 else 0,
                     timeline_href=f"{timelines[impact.suite]}?hardware={hardware}",
-                    before_href=commit_path.replace("0" * 40, impact.before.sha),
-                    after_href=commit_path.replace("0" * 40, impact.after.sha),
+                    before_href=commit_path(impact.before.sha),
+                    after_href=commit_path(impact.after.sha),
                     compare_href=f"{compare_path}?base={impact.before.sha}&head={impact.after.sha}"
                     f"&suite={suite}&hardware={hardware}",
                 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import replace
 from datetime import timedelta
 
@@ -38,6 +38,7 @@ from dashboard.web.filters import (
 )
 from dashboard.web.load_curves import load_curve_section
 from dashboard.web.markers import tracking_toggles
+from dashboard.web.routes import route_builder
 from dashboard.web.search import search
 from dashboard.web.tables import (
     HEADLINE_DISPLAYS,
@@ -51,15 +52,9 @@ from dashboard.web.tables import (
 QUICK_RANGES_DAYS = (7, 30, 90)
 
 
-def _route_builder(name: str, placeholder: str) -> Callable[[str], str]:
-    """argument -> path of the route `name`, reversed once rather than once per use."""
-    pattern = reverse(name, args=[placeholder])
-    return lambda argument: pattern.replace(placeholder, argument)
-
-
 def commit_url_builder() -> CommitUrl:
     """sha -> commit page path, reversing the route once rather than once per chart point."""
-    return _route_builder("web:commit", "0" * 40)
+    return route_builder("web:commit", "0" * 40)
 
 
 def _overview_cards(
@@ -68,7 +63,7 @@ def _overview_cards(
     return overview_cards(
         overviews=overview_selectors.suites_overview(pairs=pairs),
         sparklines=overview_selectors.suites_sparklines(pairs=pairs),
-        suite_url=_route_builder("web:suite-timeline", "suite-name-placeholder"),
+        suite_url=route_builder("web:suite-timeline", "suite-name-placeholder"),
         commit_url=commit_url_builder(),
         alerts_url=reverse("regressions:alerts"),
         open_regressions=open_regressions,
