@@ -167,6 +167,7 @@ def benchmark_run(
             reason=f"guidellm {what}: {failure_line(tail=exc.log_tail)}",
             log_tail=exc.log_tail,
             retryable=exc.timed_out,
+            timed_out=exc.timed_out,
         ) from exc
     if not report_path.is_file():
         tail = log_tail(path=log_path)

