@@ -1,6 +1,6 @@
-"""A suspected change that falls short is looked at again on more repeats, up to three rounds; each look is
-one more chance for noise to pass, so the group's error rate is shared among its rounds as among its
-tests. A change that passes only the whole rate on its last round is dismissed."""
+"""A suspected change that falls short is looked at again on more repeats: three rounds for any that is not
+hopeless, two more for one that came close. Each look is one more chance for noise to pass, so the
+group's error rate is shared among its rounds (ROUND_ALPHA_SHARES) as among its tests."""
 
 from __future__ import annotations
 
@@ -8,14 +8,35 @@ import pytest
 
 from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus
 from dashboard.regressions.models import AlertGroup, GroupState
-from dashboard.regressions.sheriff.verdicts import CONFIRM_ALPHA, MAX_ROUNDS, group_judge, group_verify
+from dashboard.regressions.sheriff.verdicts import (
+    CONFIRM_ALPHA,
+    MAX_ROUNDS,
+    PLAIN_ROUNDS,
+    PROMISING_P,
+    ROUND_ALPHA_SHARES,
+    group_judge,
+    group_verify,
+    round_alpha,
+)
 from tests.conftest import DispatchLog
 from tests.regressions.test_search import LEVEL, World
 
 pytestmark = pytest.mark.django_db
 
 SPREAD = 0.018
-BASE_RUNS = [LEVEL * (1.0 + offset) for offset in (0.0, SPREAD, -SPREAD, SPREAD / 2, -SPREAD / 2, 0.0)]
+# Run-to-run offsets of the repeats at each end, in turn.
+OFFSETS = (
+    0.0,
+    SPREAD,
+    -SPREAD,
+    SPREAD / 2,
+    -SPREAD / 2,
+    0.0,
+    SPREAD / 4,
+    -SPREAD / 4,
+    0.75 * SPREAD,
+    -0.75 * SPREAD,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -23,14 +44,15 @@ def dispatched(dispatched: DispatchLog) -> list[int]:
     return dispatched.runs
 
 
-def _judged_on_last_round(*, head_factor: float) -> tuple[str, dict]:
-    """A one-alert group in its last round: six repeats at each end, the head's `head_factor` times the
-    base's, run to run."""
+def _judged_on_round(*, rounds: int, head_factor: float) -> tuple[str, dict]:
+    """A one-alert group judged on round `rounds`: two repeats an end per round so far, the head's
+    `head_factor` times the base's, run to run."""
     world = World(level=lambda index: LEVEL, benchmarked=lambda i: i <= 20, seed=41)
     group = world.suspected(base=19, head=20, change_pct=-3.0)
-    AlertGroup.objects.filter(pk=group.pk).update(evidence={"rounds": MAX_ROUNDS})
-    world.overrides[19] = list(BASE_RUNS)
-    world.overrides[20] = [value * head_factor for value in BASE_RUNS]
+    AlertGroup.objects.filter(pk=group.pk).update(evidence={"rounds": rounds})
+    runs = [LEVEL * (1.0 + OFFSETS[index % len(OFFSETS)]) for index in range(2 * rounds)]
+    world.overrides[19] = list(runs)
+    world.overrides[20] = [value * head_factor for value in runs]
     group_verify(group_id=group.pk)
     for run in Run.objects.filter(status=RunStatus.QUEUED, kind=RunKind.VERIFICATION).order_by("pk"):
         index = world.commits.index(run.commit)
@@ -41,23 +63,50 @@ def _judged_on_last_round(*, head_factor: float) -> tuple[str, dict]:
     return state, group.evidence
 
 
-def test_a_change_that_passes_only_the_whole_error_rate_on_the_last_round_is_dismissed(settings) -> None:
+def test_the_rounds_spend_at_most_the_groups_error_rate() -> None:
+    assert len(ROUND_ALPHA_SHARES) == MAX_ROUNDS > PLAIN_ROUNDS
+    assert sum(ROUND_ALPHA_SHARES) <= 1.0 + 1e-12
+    assert round_alpha(rounds=MAX_ROUNDS, tests=4) == CONFIRM_ALPHA * ROUND_ALPHA_SHARES[-1] / 4
+
+
+def test_a_change_that_came_close_on_the_last_plain_round_gets_another(settings) -> None:
     settings.PERFWATCH_VERIFICATION_REPEATS = 2
 
-    state, evidence = _judged_on_last_round(head_factor=0.978)
+    state, evidence = _judged_on_round(rounds=PLAIN_ROUNDS, head_factor=0.978)
 
     (verdict,) = evidence["alerts"]
-    assert len(verdict["head_values"]) == 6 and verdict["change_pct"] <= -2.0
-    # One alert, one test: the whole rate would have confirmed it, a third of it does not.
-    assert CONFIRM_ALPHA / MAX_ROUNDS < verdict["p_value"] < CONFIRM_ALPHA
+    assert len(verdict["head_values"]) == 2 * PLAIN_ROUNDS
+    assert round_alpha(rounds=PLAIN_ROUNDS, tests=1) < verdict["p_value"] < PROMISING_P
+    assert state == GroupState.SUSPECTED and evidence["rounds"] == PLAIN_ROUNDS + 1
+
+
+def test_a_change_far_from_passing_on_the_last_plain_round_is_dismissed(settings) -> None:
+    settings.PERFWATCH_VERIFICATION_REPEATS = 2
+
+    state, evidence = _judged_on_round(rounds=PLAIN_ROUNDS, head_factor=0.986)
+
+    (verdict,) = evidence["alerts"]
+    assert PROMISING_P < verdict["p_value"] < 0.5
     assert state == GroupState.DISMISSED
 
 
-def test_a_clear_change_on_the_last_round_is_confirmed(settings) -> None:
+def test_a_change_that_passes_only_the_whole_error_rate_on_the_last_round_is_dismissed(settings) -> None:
     settings.PERFWATCH_VERIFICATION_REPEATS = 2
 
-    state, evidence = _judged_on_last_round(head_factor=0.97)
+    state, evidence = _judged_on_round(rounds=MAX_ROUNDS, head_factor=0.98)
 
     (verdict,) = evidence["alerts"]
-    assert verdict["p_value"] < CONFIRM_ALPHA / MAX_ROUNDS
+    assert len(verdict["head_values"]) == 2 * MAX_ROUNDS and verdict["change_pct"] <= -1.9
+    # One alert, one test: the whole rate would have confirmed it, the last round's share does not.
+    assert round_alpha(rounds=MAX_ROUNDS, tests=1) < verdict["p_value"] < CONFIRM_ALPHA
+    assert state == GroupState.DISMISSED
+
+
+def test_the_same_step_that_came_close_is_confirmed_on_the_last_round(settings) -> None:
+    settings.PERFWATCH_VERIFICATION_REPEATS = 2
+
+    state, evidence = _judged_on_round(rounds=MAX_ROUNDS, head_factor=0.978)
+
+    (verdict,) = evidence["alerts"]
+    assert verdict["p_value"] < round_alpha(rounds=MAX_ROUNDS, tests=1)
     assert state == GroupState.CONFIRMED

@@ -145,6 +145,16 @@ def _pooled_sigma(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
     return (math.sqrt(squares / freedom) if freedom else 0.0), freedom
 
 
+def large_enough(
+    *, change_pct: float, low_pct: float, high_pct: float, direction: int, min_relative_change: float
+) -> bool:
+    """Whether a change measured as `change_pct` (95 % interval low to high) the way `direction` says may
+    be as large as the minimum change: not shown smaller by one standard error. A step just past the
+    minimum is measured below it on half its verdicts, and taking the estimate alone dismissed those."""
+    standard_error = (high_pct - low_pct) / (2 * 1.96)
+    return change_pct * direction + standard_error >= min_relative_change * 100
+
+
 def change_verdict(
     *,
     base_values: Sequence[float],
@@ -182,8 +192,14 @@ def change_verdict(
     # The test is two-sided; detection already said which way, so half its p-value is the one-sided one.
     two_sided = estimate.p_value if estimate.p_value is not None else 1.0
     p_value = two_sided / 2 if estimate.change_pct * direction > 0 else 1 - two_sided / 2
-    holds = p_value < alpha and abs(estimate.change_pct) >= min_relative_change * 100
     low = estimate.low_pct if estimate.low_pct is not None else estimate.change_pct
     high = estimate.high_pct if estimate.high_pct is not None else estimate.change_pct
+    holds = p_value < alpha and large_enough(
+        change_pct=estimate.change_pct,
+        low_pct=low,
+        high_pct=high,
+        direction=direction,
+        min_relative_change=min_relative_change,
+    )
     base_level, head_level = statistics.fmean(base), statistics.fmean(head)
     return estimate.change_pct, low, high, p_value, holds, sigma, base_level, head_level
