@@ -678,16 +678,24 @@ def _size_measure(*, say: Callable[[str], None]) -> dict[str, float]:
 # A page counts as drawn when every chart on it is: one that failed (its data did not come, Plotly threw)
 # fails the figure, whatever the page's flag says.
 FAILED_CHARTS_JS = "() => document.querySelectorAll('[data-drawn=\"failed\"], .chart-problem').length"
-# From a zoom of the first timeline chart until every chart is drawn again at the range's full resolution.
+# From a zoom of the first timeline chart until every chart is drawn again at the range's full resolution:
+# [that whole time, the first chart's own relayout, the range's data in (0: none fetched), every chart
+# redrawn (its data-range set, before the frame that paints it)], ms from the zoom.
 ZOOM_JS = """async ([x0, x1]) => {
   const group = document.querySelector('[data-timeline-url]');
   const first = group.querySelector('[data-metric]');
   const start = performance.now();
   await window.Plotly.relayout(first, {'xaxis.range': [x0, x1]});
+  const relayout = performance.now() - start;
   const wanted = x0 + ',' + x1;
   while (group.dataset.range !== wanted) await new Promise((done) => setTimeout(done, 5));
+  const redrawn = performance.now() - start;
   await new Promise((done) => requestAnimationFrame(() => done()));
-  return performance.now() - start;
+  const total = performance.now() - start;
+  const fetched = performance.getEntriesByType('resource')
+    .filter((entry) => entry.initiatorType === 'fetch' && entry.startTime >= start);
+  const dataIn = Math.max(0, ...fetched.map((entry) => entry.responseEnd - start));
+  return [total, relayout, dataIn, redrawn];
 }"""
 ZOOM_RANGE = (5000, 5400)
 # The pages that leave a web worker the largest, asked for before its memory is read.
@@ -755,6 +763,7 @@ def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
     )
     results: dict[str, list[float]] = {"timeline": [], "overview": [], "zoom": []}
     stages: dict[str, list[list[float]]] = {"timeline": [], "overview": []}
+    zoom_stages: list[list[float]] = []
     failed: dict[str, int] = {"timeline": 0, "overview": 0}
     rss = {"start": float("nan"), "after": float("nan")}
     try:
@@ -792,7 +801,9 @@ def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
                                 drawn = float(BROWSER_LIMIT_MS)
                             results[name].append(drawn)
                             if name == "timeline" and not broken:
-                                results["zoom"].append(page.evaluate(ZOOM_JS, list(ZOOM_RANGE)))
+                                zoom = page.evaluate(ZOOM_JS, list(ZOOM_RANGE))
+                                results["zoom"].append(zoom[0])
+                                zoom_stages.append(zoom[1:])
                         except PlaywrightError as error:
                             say(f"Chromium: the {name} was not drawn within {BROWSER_LIMIT_MS} ms ({error})")
                             results[name].append(float(BROWSER_LIMIT_MS))
@@ -820,6 +831,13 @@ def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
                 f"{scripts_run:.0f} ms, chart data in {data_in:.0f} ms, every chart drawn "
                 f"{_median(results[name]):.0f} ms"
             )
+    if zoom_stages:
+        relayout, data_in, redrawn = (_median([run[index] for run in zoom_stages]) for index in range(3))
+        say(
+            f"  zoom, medians: the first chart's own relayout {relayout:.0f} ms, the range's data in "
+            f"{data_in:.0f} ms, every chart redrawn {redrawn:.0f} ms, "
+            f"painted {_median(results['zoom']):.0f} ms"
+        )
     say(
         f"web worker memory (the largest of {WEB_WORKERS} gunicorn workers): {rss['start']:.0f} MB started, "
         f"{rss['after']:.0f} MB after the heaviest pages "
