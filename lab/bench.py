@@ -727,6 +727,11 @@ def _workers_rss_mb(master: int) -> float:
     return max((_rss_mb(pid) for pid in workers), default=float("nan"))
 
 
+def _stage_medians(runs: list[list[float]]) -> list[float]:
+    """The median of each stage over `runs` (each run one time per stage, in the same order)."""
+    return [_median([run[index] for run in runs]) for index in range(len(runs[0]))]
+
+
 def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
     """The timeline and the overview in headless Chromium, from navigation until every chart is drawn,
     each in a fresh browser context, against a server started for it as production runs it (gunicorn,
@@ -825,14 +830,14 @@ def _browser_measure(*, say: Callable[[str], None]) -> dict[str, float]:
     )
     for name, found in stages.items():
         if found:
-            first_byte, scripts_run, data_in = (_median([run[index] for run in found]) for index in range(3))
+            first_byte, scripts_run, data_in = _stage_medians(found)
             say(
                 f"  {name}, medians: first byte {first_byte:.0f} ms, scripts run (DOMContentLoaded) "
                 f"{scripts_run:.0f} ms, chart data in {data_in:.0f} ms, every chart drawn "
                 f"{_median(results[name]):.0f} ms"
             )
     if zoom_stages:
-        relayout, data_in, redrawn = (_median([run[index] for run in zoom_stages]) for index in range(3))
+        relayout, data_in, redrawn = _stage_medians(zoom_stages)
         say(
             f"  zoom, medians: the first chart's own relayout {relayout:.0f} ms, the range's data in "
             f"{data_in:.0f} ms, every chart redrawn {redrawn:.0f} ms, "

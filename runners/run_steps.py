@@ -206,7 +206,8 @@ def levels_run(
     load just before the attempt that succeeded. A client that times out while the server holds no
     request stalled on its own and is run once more; one that waited on the server's requests, or stalled
     twice, fails the run with what the server held (retryable: the next attempt starts afresh)."""
-    for attempt in range(1, CLIENT_STALL_ATTEMPTS + 1):
+    attempt = 1
+    while True:
         metrics_before = metrics_scrape(scrape=server.metrics, when="before", warnings=warnings)
         load_before = load_1m()
         try:
@@ -222,57 +223,61 @@ def levels_run(
             )
             return result, metrics_before, load_before
         except RunFailed as exc:
-            status = server.exit_status()
-            if status is None and exc.timed_out:
-                in_flight = _requests_in_flight(server=server)
-                if in_flight == 0 and attempt < CLIENT_STALL_ATTEMPTS:
-                    warnings.append(
-                        one_line(
-                            f"guidellm stalled with no request left in the server ({exc.reason}); its "
-                            "levels were run again in the same server",
-                            limit=REASON_CHARS,
-                        )
-                    )
-                    continue
-                if in_flight is None:
-                    held = "the server's /metrics could not say what it still held"
-                elif in_flight:
-                    held = (
-                        f"the server still held {in_flight} request(s): it stopped answering, not the client"
-                    )
-                else:
-                    held = f"the server held no request: guidellm stalled, {attempt} times in this server"
-                raise RunFailed(
-                    stage=STAGE_BENCHMARKING,
-                    reason=one_line(f"{exc.reason}; {held}", limit=REASON_CHARS),
-                    log_tail=exc.log_tail,
-                    retryable=True,
-                    timed_out=True,
-                ) from exc
-            said = error_line(tail=log_tail(path=server.log_path))
-            if status is None and exc.server_errors and said:
-                # guidellm names the client's error; the server's log says what went wrong.
-                raise RunFailed(
-                    stage=STAGE_BENCHMARKING,
-                    reason=one_line(f"{exc.reason}; server log: {said}", limit=REASON_CHARS),
-                    log_tail=exc.log_tail,
-                    server_errors=True,
-                ) from exc
-            if status is None:
+            failure = _levels_failure(exc=exc, server=server, attempt=attempt)
+            if failure is exc:
                 raise
-            # The client only saw refused connections; the server's end says why.
-            tail = log_tail(path=server.log_path)
-            died = death_line(
-                status=status,
-                tail=tail,
-                within_s=server.age_s() + 5,
-                when="during the benchmark",
+            if failure is not None:
+                raise failure from exc
+            warnings.append(
+                one_line(
+                    f"guidellm stalled with no request left in the server ({exc.reason}); its levels were "
+                    "run again in the same server",
+                    limit=REASON_CHARS,
+                )
             )
-            raise RunFailed(
+            attempt += 1
+
+
+def _levels_failure(*, exc: RunFailed, server: RunningServer, attempt: int) -> RunFailed | None:
+    """What guidellm's failure on its `attempt` means for the run, from the server's side: None when the
+    client stalled on its own and may run once more, else the failure to raise (`exc` itself when the
+    server has nothing to add)."""
+    status = server.exit_status()
+    if status is None and exc.timed_out:
+        in_flight = _requests_in_flight(server=server)
+        if in_flight == 0 and attempt < CLIENT_STALL_ATTEMPTS:
+            return None
+        if in_flight is None:
+            held = "the server's /metrics could not say what it still held"
+        elif in_flight:
+            held = f"the server still held {in_flight} request(s): it stopped answering, not the client"
+        else:
+            held = f"the server held no request: guidellm stalled, {attempt} times in this server"
+        return RunFailed(
+            stage=STAGE_BENCHMARKING,
+            reason=one_line(f"{exc.reason}; {held}", limit=REASON_CHARS),
+            log_tail=exc.log_tail,
+            retryable=True,
+            timed_out=True,
+        )
+    if status is None:
+        said = error_line(tail=log_tail(path=server.log_path))
+        if exc.server_errors and said:
+            # guidellm names the client's error; the server's log says what went wrong.
+            return RunFailed(
                 stage=STAGE_BENCHMARKING,
-                reason=one_line(died, limit=REASON_CHARS),
-                log_tail=tail,
-                retryable=killed_by_signal(status),
-                retries_max=KILLED_RETRIES if killed_by_signal(status) else None,
-            ) from exc
-    raise AssertionError("unreachable: every attempt returns or raises")
+                reason=one_line(f"{exc.reason}; server log: {said}", limit=REASON_CHARS),
+                log_tail=exc.log_tail,
+                server_errors=True,
+            )
+        return exc
+    # The client only saw refused connections; the server's end says why.
+    tail = log_tail(path=server.log_path)
+    died = death_line(status=status, tail=tail, within_s=server.age_s() + 5, when="during the benchmark")
+    return RunFailed(
+        stage=STAGE_BENCHMARKING,
+        reason=one_line(died, limit=REASON_CHARS),
+        log_tail=tail,
+        retryable=killed_by_signal(status),
+        retries_max=KILLED_RETRIES if killed_by_signal(status) else None,
+    )
