@@ -171,3 +171,28 @@ def test_a_group_whose_culprit_another_confirmed_group_holds_joins_it() -> None:
     assert not group.alerts.exists()
     assert set(holder.alerts.values_list("series__suite__name", flat=True)) == {"kimi", "llama"}
     assert holder.events.filter(field="search", new_value__contains=f"group #{group.pk}").exists()
+
+
+def test_a_suite_without_runs_at_the_culprits_parent_is_run_there_before_it_is_named_with_it() -> None:
+    # kimi's routine runs already cover the range and put its change at 34; llama changed at 33, a CI image
+    # bump (docs-only prior), where it has no run: named with kimi's culprit on the prior alone, it would
+    # be credited to the wrong commit.
+    world = Suites({"kimi": _step(34, 0.94), "llama": _step(33, 0.94)}, seed=15)
+    Commit.objects.filter(pk=world.commits[33].pk).update(change_class=ChangeClass.DOCS_TESTS_CI)
+    for index in range(BASE + 1, HEAD):
+        for _ in range(3):
+            run_with_values(
+                commit=world.commits[index],
+                suite=world.suites["kimi"],
+                values={(16, THROUGHPUT): world.value("kimi", index)},
+            )
+    group = world.confirmed()
+
+    ran = world.search(group)
+
+    assert ("llama", 33) in ran
+    groups = {world.range_of(item): item for item in AlertGroup.objects.exclude(status=TriageStatus.MERGED)}
+    suites = {
+        span: set(item.alerts.values_list("series__suite__name", flat=True)) for span, item in groups.items()
+    }
+    assert suites == {(33, 34): {"kimi"}, (32, 33): {"llama"}}

@@ -9,6 +9,9 @@ whatever its kind (`posterior` says how, outliers included); runs at and beyond 
 on each side. The posterior is recomputed from the database each time and stored in the group's evidence
 for its page, so a lost message or a task run twice only delays the search, never misleads it.
 
+A suite is named with a culprit only once it has runs of its own at both commits of the culprit's boundary:
+another suite's runs may have settled the joint posterior while this one changed at the parent.
+
 A culprit must explain its group: when the runs on either side of it still differ from their end of the
 range, that remainder is a second change, opened as its own suspected group (verified on fresh runs, then
 searched like any other). A search whose runs sit at three levels reads the range as two changes: once
@@ -102,6 +105,9 @@ CONSISTENT_OVERLAP = 0.3
 # A suite whose own posterior gives the group's culprit less than this share of its likeliest commit
 # changed elsewhere: it leaves the group for a group of its own.
 APART_RATIO = 0.05
+# A suite named with the group's culprit whose own runs give that culprit less than this gets a second
+# run of its own at each boundary commit before the culprit is named.
+BOUNDARY_DOUBT = 0.5
 # A search whose run cap is spent still names its likeliest commit when it holds this much: the 95 % the
 # design asks for, short of the 99 % (and the leave-one-run-out test) that stops a search early. A change
 # spread over two commits, whose middle runs sit between the levels, rarely passes the stricter test.
@@ -460,7 +466,19 @@ def group_search(*, group_id: int) -> SearchStep:
             best, of_larger = larger
             stopped = "found_at_cap_of_two" if spent else "found_of_two"
             view = _View(of_larger, True, view.guides, best, of_larger, list(pairs), [])
-        if best is not None:
+        unrun = _boundaries_unrun(search=search, commits=commits, pairs=view.staying, best=best, prior=prior)
+        if unrun:
+            # A suite that would be named with the culprit has no run of its own at its boundary: its
+            # change may be at the parent instead (another suite's change hid it). One run there first.
+            for pair, index in unrun:
+                if pair.pending.get(index):
+                    continue
+                queued.append(_run_at(commit=commits[index], pair=pair))
+                search["runs_queued"] += 1
+                search.setdefault("boundary_runs", []).append(_boundary_key(pair, commits[index]))
+            search["posterior"] = _posterior_rows(commits, probabilities, pairs)
+            _evidence_save(group, search)
+        elif best is not None:
             parent, culprit = commits[best], commits[best + 1]
             search["culprit"] = culprit.sha
             search["stopped"] = stopped
@@ -639,7 +657,46 @@ def _search_run(
         )
     if choice is None or choice.gain <= 0:
         return None
-    commit = commits[choice.index]
+    return _run_at(commit=commits[choice.index], pair=pair)
+
+
+def _boundary_key(pair: _PairEvidence, commit: Commit) -> str:
+    return f"{pair.suite.pk}:{pair.hardware_class}:{commit.sha}"
+
+
+def _boundaries_unrun(
+    *,
+    search: dict[str, Any],
+    commits: Sequence[Commit],
+    pairs: Sequence[_PairEvidence],
+    best: int | None,
+    prior: np.ndarray,
+) -> list[tuple[_PairEvidence, int]]:
+    """(pair, range index) of each commit at the culprit's boundary (its parent and itself, inside the
+    range) where a pair that would be named with it lacks runs of its own: one, or two where its own
+    runs give the culprit less than `BOUNDARY_DOUBT` (one run against a docs-only commit's prior weighs
+    too little to move a suite apart). Runs given once are not asked for again, so a run that failed
+    there does not hold the search up for ever. With one pair the posterior already asks for runs at both
+    (`culprit_found`)."""
+    if best is None or len(pairs) < 2:
+        return []
+    asked = list(search.get("boundary_runs", []))
+    length = len(commits) - 1
+    wanted = []
+    for pair in pairs:
+        own = posterior(prior=prior, observations=_scaled([pair]), length=length)
+        needed = 1 if own[best] >= BOUNDARY_DOUBT else 2
+        for index in (best, best + 1):
+            if not 0 < index < length or pair.runs.get(index, 0) >= needed:
+                continue
+            if pair.pending.get(index) or asked.count(_boundary_key(pair, commits[index])) < needed:
+                wanted.append((pair, index))
+    return wanted
+
+
+def _run_at(*, commit: Commit, pair: _PairEvidence) -> Run:
+    """A search run of `pair` at `commit`: a routine run of it still queued is promoted rather than run
+    twice."""
     waiting = (
         Run.objects.filter(
             commit=commit, suite=pair.suite, hardware_class=pair.hardware_class, status=RunStatus.QUEUED
