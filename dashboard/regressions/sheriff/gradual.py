@@ -26,36 +26,37 @@ logger = logging.getLogger(__name__)
 NEAR = 4
 
 
-def _pairs(group: AlertGroup) -> set[tuple[int, str]]:
-    alerts = group.alerts.filter(source=Alert.Source.DETECTOR)
-    return set(alerts.values_list("series__suite_id", "series__hardware_class"))
+def _detector_alerts(group: AlertGroup) -> dict[int, Alert]:
+    """The group's detected alerts by series id."""
+    alerts = group.alerts.filter(source=Alert.Source.DETECTOR).select_related("series")
+    return {alert.series_id: alert for alert in alerts}
 
 
-def gradual_union(*, group: AlertGroup) -> int | None:
-    """The suspected group over `group` and the dismissed group it follows, when both are dismissed parts
-    of one change (see the module); None when they are not, or when that range has a group already.
-    Call inside the transaction that dismissed `group`."""
-    earlier = group.follows
-    if earlier is None or earlier.state != GroupState.DISMISSED or group.state != GroupState.DISMISSED:
+def _pairs(alerts: dict[int, Alert]) -> set[tuple[int, str]]:
+    return {(alert.series.suite_id, alert.series.hardware_class) for alert in alerts.values()}
+
+
+def gradual_union(*, group_id: int) -> int | None:
+    """The suspected group over the dismissed group `group_id` and the dismissed group it follows, when
+    both are parts of one change (see the module); None when they are not, or when that range has a group
+    already."""
+    group = (
+        AlertGroup.objects.filter(pk=group_id, state=GroupState.DISMISSED)
+        .select_related("base_commit", "head_commit", "follows__base_commit", "follows__head_commit")
+        .first()
+    )
+    earlier = group.follows if group is not None else None
+    if group is None or earlier is None or earlier.state != GroupState.DISMISSED:
         return None
-    if earlier.kind != group.kind or not _pairs(earlier) & _pairs(group):
+    if earlier.kind != group.kind:
         return None
     first, second = sorted((earlier, group), key=lambda item: item.base_commit.position or 0)
-    gap = (second.base_commit.position or 0) - (first.head_commit.position or 0)
-    if gap > NEAR:
+    if (second.base_commit.position or 0) - (first.head_commit.position or 0) > NEAR:
         return None
-    base = min((first, second), key=lambda item: item.base_commit.position or 0).base_commit
+    befores, afters = _detector_alerts(first), _detector_alerts(second)
+    if not _pairs(befores) & _pairs(afters):
+        return None
     head = max((first, second), key=lambda item: item.head_commit.position or 0).head_commit
-    if AlertGroup.objects.filter(base_commit=base, head_commit=head).exists():
-        return None
-    befores = {
-        alert.series_id: alert
-        for alert in first.alerts.filter(source=Alert.Source.DETECTOR).select_related("series")
-    }
-    afters = {
-        alert.series_id: alert
-        for alert in second.alerts.filter(source=Alert.Source.DETECTOR).select_related("series")
-    }
     alerts = []
     for series_id in sorted(set(befores) | set(afters)):
         before = befores.get(series_id) or afters[series_id]
@@ -80,7 +81,7 @@ def gradual_union(*, group: AlertGroup) -> int | None:
     try:
         with transaction.atomic():
             union = AlertGroup.objects.create(
-                base_commit=base,
+                base_commit=first.base_commit,
                 head_commit=head,
                 kind=group.kind,
                 follows=group,
@@ -90,7 +91,7 @@ def gradual_union(*, group: AlertGroup) -> int | None:
                 ),
             )
     except IntegrityError:
-        return None  # the range's group was made meanwhile
+        return None  # that range has a group already
     alerts_store(group_id=union.pk, alerts=alerts)
     TriageEvent.objects.create(
         group=union,

@@ -327,6 +327,7 @@ class _View:
     of_culprit: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the posterior that found it
     staying: list[_PairEvidence] = field(default_factory=list)  # pairs whose change is at that culprit
     apart: list[tuple[_PairEvidence, int | None]] = field(default_factory=list)  # the others, and theirs
+    own: list[np.ndarray] = field(default_factory=list)  # per pair: the posterior of its runs alone
 
 
 def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: int) -> _View:
@@ -348,7 +349,7 @@ def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: in
     if consistent:
         best = culprit_found(probabilities=joint, runs=runs, prior=prior, observations=every)
         if best is not None:
-            return _View(joint, True, [joint] * len(pairs), best, joint, list(pairs), [])
+            return _View(joint, True, [joint] * len(pairs), best, joint, list(pairs), [], own)
     found = {
         k: culprit_found(probabilities=mine, runs=pair.runs, prior=prior, observations=_scaled([pair]))
         for k, (pair, mine) in enumerate(zip(pairs, own, strict=True))
@@ -358,7 +359,7 @@ def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: in
     largest = max(range(len(pairs)), key=lambda k: len(pairs[k].series))
     shown = joint if consistent else own[largest]
     if not decided:
-        return _View(shown, consistent, guides)
+        return _View(shown, consistent, guides, own=own)
     weight: dict[int, int] = defaultdict(int)
     for k, index in decided.items():
         weight[index] += len(pairs[k].series)
@@ -373,7 +374,7 @@ def _posteriors(*, pairs: Sequence[_PairEvidence], prior: np.ndarray, length: in
         else:
             staying.append(pair)
     of_culprit = own[next(k for k, index in decided.items() if index == best)]
-    return _View(shown, consistent, guides, best, of_culprit, staying, apart)
+    return _View(shown, consistent, guides, best, of_culprit, staying, apart, own)
 
 
 def group_search(*, group_id: int) -> SearchStep:
@@ -455,7 +456,13 @@ def group_search(*, group_id: int) -> SearchStep:
             if best is not None:
                 stopped = "found_at_cap"
                 view = _View(
-                    probabilities, view.consistent, view.guides, best, probabilities, list(pairs), []
+                    probabilities,
+                    view.consistent,
+                    view.guides,
+                    best,
+                    probabilities,
+                    list(pairs),
+                    own=view.own,
                 )
         larger = None
         if best is None and two is not None:
@@ -465,8 +472,8 @@ def group_search(*, group_id: int) -> SearchStep:
             # the other as a group of its own.
             best, of_larger = larger
             stopped = "found_at_cap_of_two" if spent else "found_of_two"
-            view = _View(of_larger, True, view.guides, best, of_larger, list(pairs), [])
-        unrun = _boundaries_unrun(search=search, commits=commits, pairs=view.staying, best=best, prior=prior)
+            view = _View(of_larger, True, view.guides, best, of_larger, list(pairs), [], view.own)
+        unrun = _boundaries_unrun(search=search, commits=commits, pairs=pairs, view=view, best=best)
         if unrun:
             # A suite that would be named with the culprit has no run of its own at its boundary: its
             # change may be at the parent instead (another suite's change hid it). One run there first.
@@ -669,22 +676,23 @@ def _boundaries_unrun(
     search: dict[str, Any],
     commits: Sequence[Commit],
     pairs: Sequence[_PairEvidence],
+    view: _View,
     best: int | None,
-    prior: np.ndarray,
 ) -> list[tuple[_PairEvidence, int]]:
     """(pair, range index) of each commit at the culprit's boundary (its parent and itself, inside the
-    range) where a pair that would be named with it lacks runs of its own: one, or two where its own
-    runs give the culprit less than `BOUNDARY_DOUBT` (one run against a docs-only commit's prior weighs
-    too little to move a suite apart). Runs given once are not asked for again, so a run that failed
-    there does not hold the search up for ever. With one pair the posterior already asks for runs at both
-    (`culprit_found`)."""
-    if best is None or len(pairs) < 2:
+    range) where a pair that would be named with it (`view.staying`) lacks runs of its own: one, or two
+    where its own runs give the culprit less than `BOUNDARY_DOUBT` (one run against a docs-only commit's
+    prior weighs too little to move a suite apart). Runs given once are not asked for again, so a run
+    that failed there does not hold the search up for ever. With one pair the posterior already asks for
+    runs at both (`culprit_found`)."""
+    if best is None or len(view.staying) < 2:
         return []
     asked = list(search.get("boundary_runs", []))
     length = len(commits) - 1
     wanted = []
-    for pair in pairs:
-        own = posterior(prior=prior, observations=_scaled([pair]), length=length)
+    for pair, own in zip(pairs, view.own, strict=True):
+        if not any(pair is staying for staying in view.staying):
+            continue
         needed = 1 if own[best] >= BOUNDARY_DOUBT else 2
         for index in (best, best + 1):
             if not 0 < index < length or pair.runs.get(index, 0) >= needed:

@@ -400,19 +400,20 @@ def _state_set(*, group: AlertGroup, state: str, evidence: dict[str, object], re
 def group_judge(*, group_id: int) -> str:
     """Decide a suspected group from the runs at its ends once none is pending: confirmed (notified once,
     then bisected), dismissed, or another round of repeats. Returns the group's state afterwards."""
-    state, follow_up, opened = _judge(group_id=group_id)
+    state, follow_up = _judge(group_id=group_id)
     if follow_up == "confirmed":
         notifications_schedule(group_ids=[group_id])
         groups_verify(group_ids=group_search(group_id=group_id).opened)
     elif follow_up == "again":
         group_verify(group_id=group_id)
-    groups_verify(group_ids=opened)
+    elif follow_up == "dismissed" and (union := gradual_union(group_id=group_id)) is not None:
+        groups_verify(group_ids=[union])
     return state
 
 
-def _judge(*, group_id: int) -> tuple[str, str, list[int]]:
-    """(state, what follows: "confirmed" when it just was, "again" for another round, or ""; the groups
-    it opened, to verify)."""
+def _judge(*, group_id: int) -> tuple[str, str]:
+    """(state, what follows: "confirmed" or "dismissed" when it just was, "again" for another round, or
+    "")."""
     with transaction.atomic():
         group = (
             AlertGroup.objects.select_for_update()
@@ -421,9 +422,9 @@ def _judge(*, group_id: int) -> tuple[str, str, list[int]]:
             .first()
         )
         if group is None:
-            return "", "", []
+            return "", ""
         if group.state != GroupState.SUSPECTED:
-            return group.state, "", []
+            return group.state, ""
         wanted = _repeats_wanted(group)
         for suite, hardware_class in _pairs(group):
             for commit_id in (group.base_commit_id, group.head_commit_id):
@@ -433,19 +434,19 @@ def _judge(*, group_id: int) -> tuple[str, str, list[int]]:
                 if _repeats_pending(
                     group=group, commit_id=commit_id, suite=suite, hardware_class=hardware_class
                 ):
-                    return group.state, "", []  # a repeat is still on its way
+                    return group.state, ""  # a repeat is still on its way
                 if (
                     _repeats_count(
                         group=group, commit_id=commit_id, suite=suite, hardware_class=hardware_class
                     )
                     < wanted
                 ):
-                    return group.state, "", []  # group_verify queues what is missing (budget permitting)
+                    return group.state, ""  # group_verify queues what is missing (budget permitting)
         alerts = list(
             group.alerts.filter(source=Alert.Source.DETECTOR).select_related("series__suite").order_by("pk")
         )
         if _split_ends_repeat(group=group, alerts=alerts, wanted=wanted):
-            return group.state, "", []  # one more repeat where two disagreed
+            return group.state, ""  # one more repeat where two disagreed
         rounds = int(group.evidence.get("rounds", 1))
         alpha = round_alpha(rounds=rounds, tests=_tests_count(alerts))
         verdicts = _alert_verdicts(group=group, alerts=alerts, alpha=alpha)
@@ -473,14 +474,12 @@ def _judge(*, group_id: int) -> tuple[str, str, list[int]]:
                     f"{joint.base_runs}+{joint.head_runs} runs"
                 )
             confirmed = _state_set(group=group, state=GroupState.CONFIRMED, evidence=evidence, reason=reason)
-            return GroupState.CONFIRMED, "confirmed" if confirmed else "", []
+            return GroupState.CONFIRMED, "confirmed" if confirmed else ""
         p_values = [verdict.p_value for verdict in verdicts] + [joint.p_value for joint in joints]
         if _another_round(p_values=p_values, rounds=rounds):
             AlertGroup.objects.filter(pk=group.pk).update(evidence={**evidence, "rounds": rounds + 1})
-            return GroupState.SUSPECTED, "again", []
+            return GroupState.SUSPECTED, "again"
         best_p = min(p_values, default=1.0)
         reason = f"dismissed: no change held on {rounds} round(s) of repeats (best p={best_p:.2g})"
-        _state_set(group=group, state=GroupState.DISMISSED, evidence=evidence, reason=reason)
-        group.state = GroupState.DISMISSED
-        union = gradual_union(group=group)
-        return GroupState.DISMISSED, "", [union] if union is not None else []
+        dismissed = _state_set(group=group, state=GroupState.DISMISSED, evidence=evidence, reason=reason)
+        return GroupState.DISMISSED, "dismissed" if dismissed else ""
