@@ -152,6 +152,13 @@ def _simulated(clock: Clock) -> Iterator[None]:
         timezone.now, dispatch._send = saved
 
 
+def _run_stream(seed: int, *key: object) -> random.Random:
+    """The random stream of one run, its own: the n-th run of a suite at a commit measures the same noise
+    whatever else was run before it, so two versions of the loop over one seed differ only by the runs
+    they chose, not by every later run's noise shifting along one shared stream."""
+    return random.Random(":".join(str(part) for part in (seed, *key)))
+
+
 def simulation_run(
     *,
     seed: int = 1,
@@ -172,7 +179,8 @@ def simulation_run(
     commits = list(world.commits)
     if not commits:
         raise ValueError("the world has no commits")
-    rng = random.Random(seed * 7919 + 1)
+    measured: dict[tuple[str, int], int] = {}  # runs measured, and below claimed, per suite and commit
+    claims: dict[tuple[str, int], int] = {}
     start = min(commit.merged_at for commit in commits)
     start = start.replace(hour=0, minute=0, second=0, microsecond=0)
     clock = Clock(start)
@@ -212,7 +220,9 @@ def simulation_run(
                 if finish > clock.now:
                     continue
                 del busy[index]
-                values = world.measure(run.suite.name, run.commit.position or 0, index, rng)
+                at = (run.suite.name, run.commit.position or 0)
+                measured[at] = measured.get(at, 0) + 1
+                values = world.measure(*at, index, _run_stream(seed, "measure", *at, measured[at]))
                 run_complete(run_id=run.pk, runner=runners[index], result=_result(values=values))
                 run_settle(run_id=run.pk)
                 changed = True
@@ -239,7 +249,10 @@ def simulation_run(
                     break
                 claimed = run_claim(run_id=queued.pk, runner=runner)
                 if claimed is not None:
-                    minutes = max(10.0, rng.gauss(RUN_MINUTES, RUN_SPREAD_MINUTES / 2))
+                    claim = (claimed.suite.name, claimed.commit.position or 0)
+                    claims[claim] = claims.get(claim, 0) + 1
+                    stream = _run_stream(seed, "minutes", *claim, claims[claim])
+                    minutes = max(10.0, stream.gauss(RUN_MINUTES, RUN_SPREAD_MINUTES / 2))
                     busy[index] = (claimed, clock.now + timedelta(minutes=minutes))
                     changed = True
                     node_seconds += minutes * 60

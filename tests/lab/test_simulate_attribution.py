@@ -152,3 +152,21 @@ def test_the_projects_world_is_as_hard_as_main() -> None:
     assert world.noise_at("sim-suite-1", first, (16, "output_throughput_tok_s")) == pytest.approx(
         model.noise[(16, "output_throughput_tok_s")] * multiple
     )
+
+
+def test_a_run_measures_the_same_noise_whatever_ran_before_it() -> None:
+    # Two versions of the loop compared on one seed must differ only by the runs they chose: the n-th run of
+    # a suite at a commit draws from its own stream, not from one stream every earlier run advanced.
+    from lab.simulation import _run_stream
+
+    world = vllm_world(5, 2, 1)
+    suite = next(iter(world.suites))
+
+    def second_run_at_7(earlier: list[tuple[int, int]]) -> dict[tuple[int, str], float]:
+        for commit, nth in earlier:
+            world.measure(suite, commit, 0, _run_stream(5, "measure", suite, commit, nth))
+        return world.measure(suite, 7, 0, _run_stream(5, "measure", suite, 7, 2))
+
+    alone = second_run_at_7([])
+    assert second_run_at_7([(3, 1), (7, 1), (9, 1), (9, 2)]) == alone
+    assert world.measure(suite, 7, 0, _run_stream(5, "measure", suite, 7, 1)) != alone
