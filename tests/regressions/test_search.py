@@ -389,3 +389,26 @@ def test_a_two_change_reading_that_expects_nothing_more_anywhere_still_queues_a_
 
     assert len(step.queued) == 1
     assert BASE < world.commits.index(step.queued[0].commit) < HEAD
+
+
+def test_a_change_over_two_commits_inside_a_range_is_named_where_it_began() -> None:
+    # -4 % at commit 33 and as much again at 34, inside the confirmed range (29, 37]: one step read from
+    # these runs puts 33, half-way, at the old level and names 34.
+    def level(index: int) -> float:
+        return LEVEL * (0.96 if index >= 33 else 1.0) * (0.96 if index >= 34 else 1.0)
+
+    world = World(level=level, benchmarked=lambda i: True, seed=12)
+    group = world.confirmed()
+
+    world.search(group)
+
+    assert world.range_of(group) == (32, 33)
+    began = group.evidence["search"]["began"]
+    assert began["named"] == world.commits[34].sha
+    assert 0.25 <= began["parent_share"] <= 0.75
+    assert group.events.filter(field="search", new_value__contains="the change began before").exists()
+    # The rest, from 33 on, is a change of its own, verified on fresh runs like any other.
+    rest = AlertGroup.objects.exclude(pk=group.pk).get()
+    assert rest.state == GroupState.SUSPECTED
+    assert world.range_of(rest)[0] == 33
+    assert rest.alerts.get().change_pct < 0

@@ -17,6 +17,8 @@ range, that remainder is a second change, opened as its own suspected group (ver
 searched like any other). A search whose runs sit at three levels reads the range as two changes: once
 half its run cap is spent, its runs go where they tell the two apart; when one pair of commits holds 99 %
 (95 % once the cap is spent) it names the larger one, and the same remainder test opens the other.
+A culprit whose parent already sits part of the way, with the old level before it, is a change over two
+commits: it is named at its first, and the remainder test opens the rest.
 Regressions are searched first, then trade-offs, then improvements.
 """
 
@@ -46,6 +48,7 @@ from dashboard.benchmarks.models import (
     Suite,
 )
 from dashboard.benchmarks.runs import run_enqueue, run_promote
+from dashboard.benchmarks.statistics import median_variance
 from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.regressions.detect.alert_groups import group_refresh
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
@@ -112,6 +115,27 @@ BOUNDARY_DOUBT = 0.5
 # design asks for, short of the 99 % (and the leave-one-run-out test) that stops a search early. A change
 # spread over two commits, whose middle runs sit between the levels, rarely passes the stricter test.
 SPENT_PROBABILITY = 0.95
+# A culprit's parent whose runs sit clearly part of the way to the new level (their median share of the
+# change at least `ONSET_SHARE`, `ONSET_Z` standard errors above the old level) while its own parent sits
+# at the old one is where the change began: a change over two commits, whose middle commit the one-step
+# posterior reads as the old level. The group is named at the commit where it began and the rest is
+# opened as a change of its own. A parent that comes close (`ONSET_PROMISING_Z`) gets more runs first,
+# up to `ONSET_RUNS`.
+ONSET_SHARE = 0.25
+ONSET_Z = 3.3
+ONSET_PROMISING_Z = 2.0
+ONSET_RUNS = 8
+
+
+@dataclass(frozen=True)
+class _Onset:
+    """Where a change named with parent index `best` began (`began`: the parent index of its first commit),
+    how far its named culprit's parent sat towards the new level when they differ, and a parent whose
+    runs come close enough to be worth more (`more_at`)."""
+
+    began: int
+    share: float | None = None
+    more_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -473,8 +497,27 @@ def group_search(*, group_id: int) -> SearchStep:
             best, of_larger = larger
             stopped = "found_at_cap_of_two" if spent else "found_of_two"
             view = _View(of_larger, True, view.guides, best, of_larger, list(pairs), [], view.own)
-        unrun = _boundaries_unrun(search=search, commits=commits, pairs=pairs, view=view, best=best)
-        if unrun:
+        began = _onset(best=best, pairs=view.staying or pairs) if best is not None else None
+        if began is not None and began.more_at is not None and search["runs_queued"] >= cap:
+            began = _Onset(began.began, began.share)  # no run left: named on the runs it has
+        named, found_at = None, best
+        if began is not None and began.share is not None and best is not None:
+            named, best = commits[best + 1], began.began
+        more_at = began.more_at if began is not None else None
+        unrun = (
+            []
+            if more_at is not None
+            else _boundaries_unrun(search=search, commits=commits, pairs=pairs, view=view, best=best)
+        )
+        if more_at is not None:
+            # The culprit's parent may already be part of the way: more runs there before naming either.
+            for pair in view.staying or pairs:
+                if not pair.pending.get(more_at):
+                    queued.append(_run_at(commit=commits[more_at], pair=pair))
+                    search["runs_queued"] += 1
+            search["posterior"] = _posterior_rows(commits, probabilities, pairs)
+            _evidence_save(group, search)
+        elif unrun:
             # A suite that would be named with the culprit has no run of its own at its boundary: its
             # change may be at the parent instead (another suite's change hid it). One run there first.
             for pair, index in unrun:
@@ -489,6 +532,17 @@ def group_search(*, group_id: int) -> SearchStep:
             parent, culprit = commits[best], commits[best + 1]
             search["culprit"] = culprit.sha
             search["stopped"] = stopped
+            if named is not None and began is not None and began.share is not None:
+                search["began"] = {"named": named.sha, "parent_share": round(began.share, 3)}
+                TriageEvent.objects.create(
+                    group=group,
+                    field="search",
+                    new_value=(
+                        f"the change began before {named.short_sha}, at {culprit.short_sha}: the runs of "
+                        f"{named.short_sha}'s parent already sit {began.share:.0%} of the way to the new "
+                        "level; the rest is tested as a change of its own"
+                    ),
+                )
             search["posterior"] = _posterior_rows(commits, view.of_culprit, pairs)
             _evidence_save(group, search)
             # Suites whose own runs put their change at another commit go their own way first, while the
@@ -506,7 +560,10 @@ def group_search(*, group_id: int) -> SearchStep:
                         )
                     )
             narrowed = _narrow_to_culprit(
-                group=group, parent=parent, culprit=culprit, probability=float(view.of_culprit[best])
+                group=group,
+                parent=parent,
+                culprit=culprit,
+                probability=float(view.of_culprit[found_at or best]),
             )
             if narrowed:
                 remainder = (group, commits, parent, culprit, view.staying)
@@ -565,6 +622,45 @@ def group_search(*, group_id: int) -> SearchStep:
     if queued:
         logger.info("group %s: search queued runs %s", group_id, [run.pk for run in queued])
     return SearchStep(queued=queued, opened=opened, split=split)
+
+
+def _onset(*, best: int, pairs: Sequence[_PairEvidence]) -> _Onset:
+    """Where the change named with parent index `best` began: at the parent, when the parent's runs sit
+    clearly part of the way to the new level and its own parent's runs (or the range's base) sit at the
+    old one. A parent that comes close, or a grandparent not yet run, gets more runs first. Runs part of
+    the way at both is a plateau between two changes, not one spread over two commits: that is the
+    two-change reading's and the remainder test's, and the named culprit stays."""
+    if best < 1:
+        return _Onset(best)
+    middle, z, count = _parent_share(best=best, pairs=pairs)
+    if count == 0 or middle < ONSET_SHARE or z < ONSET_PROMISING_Z:
+        return _Onset(best)
+    if z < ONSET_Z or count < 3:
+        return _Onset(best, more_at=best if count < ONSET_RUNS else None)
+    if best - 1 > 0:
+        before, before_z, before_count = _parent_share(best=best - 1, pairs=pairs)
+        if before_count == 0:
+            return _Onset(best, more_at=best - 1)
+        if before >= ONSET_SHARE or before_z >= ONSET_PROMISING_Z:
+            return _Onset(best)
+    return _Onset(best - 1, share=middle)
+
+
+def _parent_share(*, best: int, pairs: Sequence[_PairEvidence]) -> tuple[float, float, int]:
+    """(median share, its distance from the old level in standard errors, runs) of the runs at range index
+    `best`: the median, and its error from the largest share scale among the pairs, since a slow run's
+    share lies far from both levels."""
+    values: list[float] = []
+    scale = 0.0
+    for pair in pairs:
+        here = [observation.share for observation in pair.observations if observation.index == best]
+        if here and pair.projection is not None:
+            values += here
+            scale = max(scale, pair.projection.scale)
+    if not values or scale <= 0:
+        return 0.0, 0.0, 0
+    middle = statistics.median(values)
+    return middle, middle / (scale * math.sqrt(median_variance(len(values)) / len(values))), len(values)
 
 
 def _spent_culprit(*, probabilities: np.ndarray, pairs: Sequence[_PairEvidence]) -> int | None:
