@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -179,8 +180,8 @@ def simulation_run(
     commits = list(world.commits)
     if not commits:
         raise ValueError("the world has no commits")
-    measured: dict[tuple[str, int], int] = {}  # runs measured, and below claimed, per suite and commit
-    claims: dict[tuple[str, int], int] = {}
+    measured: Counter[tuple[str, int]] = Counter()  # runs measured, and below claimed, per suite and commit
+    claims: Counter[tuple[str, int]] = Counter()
     start = min(commit.merged_at for commit in commits)
     start = start.replace(hour=0, minute=0, second=0, microsecond=0)
     clock = Clock(start)
@@ -221,7 +222,7 @@ def simulation_run(
                     continue
                 del busy[index]
                 at = (run.suite.name, run.commit.position or 0)
-                measured[at] = measured.get(at, 0) + 1
+                measured[at] += 1
                 values = world.measure(*at, index, _run_stream(seed, "measure", *at, measured[at]))
                 run_complete(run_id=run.pk, runner=runners[index], result=_result(values=values))
                 run_settle(run_id=run.pk)
@@ -250,7 +251,7 @@ def simulation_run(
                 claimed = run_claim(run_id=queued.pk, runner=runner)
                 if claimed is not None:
                     claim = (claimed.suite.name, claimed.commit.position or 0)
-                    claims[claim] = claims.get(claim, 0) + 1
+                    claims[claim] += 1
                     stream = _run_stream(seed, "minutes", *claim, claims[claim])
                     minutes = max(10.0, stream.gauss(RUN_MINUTES, RUN_SPREAD_MINUTES / 2))
                     busy[index] = (claimed, clock.now + timedelta(minutes=minutes))

@@ -127,7 +127,7 @@ def commit_value(values: Values) -> CommitValue:
 
 def commit_value_variance(runs: int) -> float:
     """The variance of a commit's value (the median of its `runs` runs) in units of one run's variance."""
-    return median_variance(runs) / max(runs, 1)
+    return _median_variance(runs) / max(runs, 1)
 
 
 def noise_estimate(*, runs_by_commit: Sequence[Values]) -> NoiseEstimate:
@@ -368,7 +368,7 @@ def change_estimate(
         )
     variance = (own_squares + prior_degrees * prior_sigma**2) / degrees
     standard_error = math.sqrt(
-        variance * (median_variance(len(left)) / len(left) + median_variance(len(right)) / len(right))
+        variance * (_median_variance(len(left)) / len(left) + _median_variance(len(right)) / len(right))
     )
     # Student's t through scipy.special, as stats.t computes it, without that interface's per-call
     # argument checks (degrees is positive here): detection asks for this thousands of times per run.
@@ -411,7 +411,7 @@ def change_could_matter(*, before: Values, after: Values, min_relative_change: f
     return any(abs(size) >= min_relative_change * 100.0 for size in sizes)
 
 
-def median_variance(count: int) -> float:
+def _median_variance(count: int) -> float:
     """Variance of the median of `count` normal values over that of their mean."""
     return MEDIAN_VARIANCE.get(count, math.pi / 2.0)
 

@@ -48,7 +48,7 @@ from dashboard.benchmarks.models import (
     Suite,
 )
 from dashboard.benchmarks.runs import run_enqueue, run_promote
-from dashboard.benchmarks.statistics import median_variance
+from dashboard.benchmarks.statistics import commit_value_variance
 from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.regressions.detect.alert_groups import group_refresh
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
@@ -497,13 +497,18 @@ def group_search(*, group_id: int) -> SearchStep:
             best, of_larger = larger
             stopped = "found_at_cap_of_two" if spent else "found_of_two"
             view = _View(of_larger, True, view.guides, best, of_larger, list(pairs), [], view.own)
-        began = _onset(best=best, pairs=view.staying or pairs) if best is not None else None
-        if began is not None and began.more_at is not None and search["runs_queued"] >= cap:
-            began = _Onset(began.began, began.share)  # no run left: named on the runs it has
-        named, found_at = None, best
-        if began is not None and began.share is not None and best is not None:
-            named, best = commits[best + 1], began.began
-        more_at = began.more_at if began is not None else None
+        # The change may have begun at the culprit's parent: more runs there first, or named where it began.
+        named: tuple[Commit, float, float] | None = (
+            None  # the one-step culprit, its probability, parent share
+        )
+        more_at = None
+        if best is not None:
+            began = _onset(best=best, pairs=view.staying or pairs)
+            if began.more_at is not None and search["runs_queued"] < cap:
+                more_at = began.more_at
+            elif began.share is not None:
+                named = (commits[best + 1], float(view.of_culprit[best]), began.share)
+                best = began.began
         unrun = (
             []
             if more_at is not None
@@ -532,14 +537,15 @@ def group_search(*, group_id: int) -> SearchStep:
             parent, culprit = commits[best], commits[best + 1]
             search["culprit"] = culprit.sha
             search["stopped"] = stopped
-            if named is not None and began is not None and began.share is not None:
-                search["began"] = {"named": named.sha, "parent_share": round(began.share, 3)}
+            if named is not None:
+                moved, _, share = named
+                search["began"] = {"named": moved.sha, "parent_share": round(share, 3)}
                 TriageEvent.objects.create(
                     group=group,
                     field="search",
                     new_value=(
-                        f"the change began before {named.short_sha}, at {culprit.short_sha}: the runs of "
-                        f"{named.short_sha}'s parent already sit {began.share:.0%} of the way to the new "
+                        f"the change began before {moved.short_sha}, at {culprit.short_sha}: the runs of "
+                        f"{moved.short_sha}'s parent already sit {share:.0%} of the way to the new "
                         "level; the rest is tested as a change of its own"
                     ),
                 )
@@ -563,7 +569,7 @@ def group_search(*, group_id: int) -> SearchStep:
                 group=group,
                 parent=parent,
                 culprit=culprit,
-                probability=float(view.of_culprit[found_at or best]),
+                probability=named[1] if named is not None else float(view.of_culprit[best]),
             )
             if narrowed:
                 remainder = (group, commits, parent, culprit, view.staying)
@@ -632,13 +638,13 @@ def _onset(*, best: int, pairs: Sequence[_PairEvidence]) -> _Onset:
     two-change reading's and the remainder test's, and the named culprit stays."""
     if best < 1:
         return _Onset(best)
-    middle, z, count = _parent_share(best=best, pairs=pairs)
+    middle, z, count = _parent_share(index=best, pairs=pairs)
     if count == 0 or middle < ONSET_SHARE or z < ONSET_PROMISING_Z:
         return _Onset(best)
     if z < ONSET_Z or count < 3:
         return _Onset(best, more_at=best if count < ONSET_RUNS else None)
     if best - 1 > 0:
-        before, before_z, before_count = _parent_share(best=best - 1, pairs=pairs)
+        before, before_z, before_count = _parent_share(index=best - 1, pairs=pairs)
         if before_count == 0:
             return _Onset(best, more_at=best - 1)
         if before >= ONSET_SHARE or before_z >= ONSET_PROMISING_Z:
@@ -646,21 +652,21 @@ def _onset(*, best: int, pairs: Sequence[_PairEvidence]) -> _Onset:
     return _Onset(best - 1, share=middle)
 
 
-def _parent_share(*, best: int, pairs: Sequence[_PairEvidence]) -> tuple[float, float, int]:
+def _parent_share(*, index: int, pairs: Sequence[_PairEvidence]) -> tuple[float, float, int]:
     """(median share, its distance from the old level in standard errors, runs) of the runs at range index
-    `best`: the median, and its error from the largest share scale among the pairs, since a slow run's
+    `index`: the median, and its error from the largest share scale among the pairs, since a slow run's
     share lies far from both levels."""
     values: list[float] = []
     scale = 0.0
     for pair in pairs:
-        here = [observation.share for observation in pair.observations if observation.index == best]
+        here = [observation.share for observation in pair.observations if observation.index == index]
         if here and pair.projection is not None:
             values += here
             scale = max(scale, pair.projection.scale)
     if not values or scale <= 0:
         return 0.0, 0.0, 0
     middle = statistics.median(values)
-    return middle, middle / (scale * math.sqrt(median_variance(len(values)) / len(values))), len(values)
+    return middle, middle / (scale * math.sqrt(commit_value_variance(len(values)))), len(values)
 
 
 def _spent_culprit(*, probabilities: np.ndarray, pairs: Sequence[_PairEvidence]) -> int | None:
