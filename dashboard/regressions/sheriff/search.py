@@ -498,9 +498,8 @@ def group_search(*, group_id: int) -> SearchStep:
             stopped = "found_at_cap_of_two" if spent else "found_of_two"
             view = _View(of_larger, True, view.guides, best, of_larger, list(pairs), [], view.own)
         # The change may have begun at the culprit's parent: more runs there first, or named where it began.
-        named: tuple[Commit, float, float] | None = (
-            None  # the one-step culprit, its probability, parent share
-        )
+        # `named`: the one-step culprit, its probability and its parent's share, once moved.
+        named: tuple[Commit, float, float] | None = None
         more_at = None
         if best is not None:
             began = _onset(best=best, pairs=view.staying or pairs)
@@ -509,28 +508,22 @@ def group_search(*, group_id: int) -> SearchStep:
             elif began.share is not None:
                 named = (commits[best + 1], float(view.of_culprit[best]), began.share)
                 best = began.began
-        unrun = (
-            []
+        # Runs to have before naming: at a parent that may already be part of the way, else where a suite
+        # that would be named with the culprit has no run of its own at its boundary (its change may be at
+        # the parent instead, hidden by another suite's change). One run each, then the search goes on.
+        before_naming = (
+            [(pair, more_at) for pair in view.staying or pairs]
             if more_at is not None
             else _boundaries_unrun(search=search, commits=commits, pairs=pairs, view=view, best=best)
         )
-        if more_at is not None:
-            # The culprit's parent may already be part of the way: more runs there before naming either.
-            for pair in view.staying or pairs:
-                if not pair.pending.get(more_at):
-                    queued.append(_run_at(commit=commits[more_at], pair=pair))
-                    search["runs_queued"] += 1
-            search["posterior"] = _posterior_rows(commits, probabilities, pairs)
-            _evidence_save(group, search)
-        elif unrun:
-            # A suite that would be named with the culprit has no run of its own at its boundary: its
-            # change may be at the parent instead (another suite's change hid it). One run there first.
-            for pair, index in unrun:
+        if before_naming:
+            for pair, index in before_naming:
                 if pair.pending.get(index):
                     continue
                 queued.append(_run_at(commit=commits[index], pair=pair))
                 search["runs_queued"] += 1
-                search.setdefault("boundary_runs", []).append(_boundary_key(pair, commits[index]))
+                if more_at is None:
+                    search.setdefault("boundary_runs", []).append(_boundary_key(pair, commits[index]))
             search["posterior"] = _posterior_rows(commits, probabilities, pairs)
             _evidence_save(group, search)
         elif best is not None:
