@@ -88,9 +88,17 @@ def values_at(*, series_id: int, position: int, repository_id: int) -> list[floa
 
 
 def second_group(
-    *, group: AlertGroup, base: Commit, head: Commit, found: Sequence[Remainder], reason: str = ""
+    *,
+    group: AlertGroup,
+    base: Commit,
+    head: Commit,
+    found: Sequence[Remainder],
+    reason: str = "",
+    why: str = "the culprit leaves a change in",
+    suspected: str = "",
 ) -> int | None:
-    """A suspected group for (base, head] holding `found`; None when that range already has a group."""
+    """A suspected group for (base, head] holding `found`; None when that range already has a group.
+    `why` begins the line `group`'s triage history gets about it, `suspected` the new group's first."""
     second, created = AlertGroup.objects.get_or_create(
         base_commit=base,
         head_commit=head,
@@ -121,7 +129,7 @@ def second_group(
         group=group,
         field="search",
         new_value=(
-            f"the culprit leaves a change in {base.short_sha}..{head.short_sha}: "
+            f"{why} {base.short_sha}..{head.short_sha}: "
             f"{'opened' if created else 'already'} group #{second.pk}"
         ),
     )
@@ -130,7 +138,7 @@ def second_group(
     TriageEvent.objects.create(
         group=second,
         field="state",
-        new_value=f"suspected: what the culprit of group #{group.pk} leaves unexplained",
+        new_value=f"suspected: {suspected or f'what the culprit of group #{group.pk} leaves unexplained'}",
     )
     return second.pk
 
@@ -412,3 +420,64 @@ def groups_beside_waiting() -> list[int]:
         .order_by("pk")
         .values_list("pk", flat=True)
     )
+
+
+def dismissed_base_check(*, group_id: int) -> int | None:
+    """A dismissed group whose base had already moved: the suspected group before it, or None.
+
+    Detection places a change at the first commit whose runs show it; when the culprit's own first run
+    fell at the old level, the range starts one benchmarked commit late, its base is already at the new
+    level, and verification (base against head, both moved) dismisses it. The base's runs (the group's
+    repeats among them) are then tested against the benchmarked commits before it, as a culprit's parent
+    is: what holds opens (nearest commit before, base] as a suspected group that follows the dismissed
+    one. A group opened this way does not open another before itself."""
+    with transaction.atomic():
+        group = (
+            AlertGroup.objects.select_for_update()
+            .filter(pk=group_id, state=GroupState.DISMISSED)
+            .select_related("base_commit", "head_commit")
+            .first()
+        )
+        if group is None or group.base_commit.position is None:
+            return None
+        follows = group.follows_id
+        if (
+            follows is not None
+            and AlertGroup.objects.filter(pk=follows, base_commit_id=group.head_commit_id).exists()
+        ):
+            return None  # itself the range before a dismissed group
+        directions = dict(
+            group.alerts.filter(source=Alert.Source.DETECTOR).values_list("series_id", "change_pct")
+        )
+        for suite, hardware_class, alerted in group_pairs(group):
+            test = _pair_test(
+                suite=suite,
+                hardware_class=hardware_class,
+                series=alerted,
+                anchor=group.base_commit,
+                side="before",
+                directions=directions,
+            )
+            nearest = (
+                Commit.objects.filter(
+                    repository_id=group.base_commit.repository_id, position=test.beyond[0]
+                ).first()
+                if test.found
+                else None
+            )
+            if nearest is None:
+                continue
+            opened = second_group(
+                group=group,
+                base=nearest,
+                head=group.base_commit,
+                found=test.found,
+                reason=f"before group #{group.pk}, dismissed with its base already moved",
+                why="dismissed, but its base had already moved: the change lies in",
+                suspected=f"group #{group.pk}'s base had already moved the way its alerts did",
+            )
+            if opened is not None:
+                AlertGroup.objects.filter(pk=opened).update(follows=group)
+                logger.info("group %s: base already moved, group %s opened before it", group_id, opened)
+                return opened
+    return None

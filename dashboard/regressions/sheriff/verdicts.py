@@ -40,6 +40,7 @@ from dashboard.benchmarks.runs import run_enqueue
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEvent
 from dashboard.regressions.notifications import notifications_schedule
+from dashboard.regressions.sheriff.beside import dismissed_base_check
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
@@ -406,8 +407,10 @@ def group_judge(*, group_id: int) -> str:
         groups_verify(group_ids=group_search(group_id=group_id).opened)
     elif follow_up == "again":
         group_verify(group_id=group_id)
-    elif follow_up == "dismissed" and (union := gradual_union(group_id=group_id)) is not None:
-        groups_verify(group_ids=[union])
+    elif follow_up == "dismissed":
+        opened = gradual_union(group_id=group_id) or dismissed_base_check(group_id=group_id)
+        if opened is not None:
+            groups_verify(group_ids=[opened])
     return state
 
 
