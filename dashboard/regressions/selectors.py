@@ -438,6 +438,10 @@ class AlertGroupDetail:
     pull_requests: dict[int, PullRequest]  # by number, for the PRs in the range GitHub told us about
     bisection_runs: tuple[Run, ...] = ()  # queued or running inside the range for the group's suites
     search: CulpritSearch | None = None
+    # The group this one was opened after (a dismissed group next to it, or one whose culprit left a
+    # change), and the groups opened after this one, oldest first.
+    follows: AlertGroup | None = None
+    followed_by: tuple[AlertGroup, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -531,7 +535,9 @@ def group_bisection_runs(*, group: AlertGroup) -> list[Run]:
 
 def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
     group = (
-        AlertGroup.objects.select_related("base_commit__repository", "head_commit__repository", "assignee")
+        AlertGroup.objects.select_related(
+            "base_commit__repository", "head_commit__repository", "assignee", "follows"
+        )
         .filter(pk=group_id)
         .first()
     )
@@ -553,6 +559,8 @@ def alert_group_detail(*, group_id: int) -> AlertGroupDetail | None:
         pull_requests={pull.number: pull for pull in pull_requests},
         bisection_runs=tuple(group_bisection_runs(group=group)),
         search=group_culprit_search(group=group),
+        follows=group.follows,
+        followed_by=tuple(AlertGroup.objects.filter(follows=group).order_by("pk")),
     )
 
 

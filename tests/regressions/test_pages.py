@@ -246,3 +246,19 @@ def test_a_dismissed_group_stays_visible_with_its_evidence(client: Client) -> No
     assert f'href="/alerts/{group.pk}/"' in listing and "Dismissed" in listing
     assert "Verdict: dismissed" in page
     assert "3 + 3" in page and "-1.9 – 1.3 %" in page and "0.3100" in page
+
+
+def test_a_group_opened_after_another_links_it_and_is_linked_back(client: Client) -> None:
+    suite = suite_create()
+    dismissed = group_create(suite=suite, change_pct=-6.0, state=GroupState.DISMISSED)
+    later = group_create(suite=suite, change_pct=-6.0, state=GroupState.SUSPECTED)
+    AlertGroup.objects.filter(pk=later.pk).update(follows=dismissed)
+
+    page = client.get(f"/alerts/{later.pk}/").content.decode()
+    back = client.get(f"/alerts/{dismissed.pk}/").content.decode()
+
+    link = f'<a href="/alerts/{dismissed.pk}/">#{dismissed.pk}</a>'
+    assert f"opened after group {link} (dismissed)" in page
+    assert "data-followed-by" not in page
+    assert f'followed by group <a href="/alerts/{later.pk}/">#{later.pk}</a> (suspected)' in back
+    assert "data-follows=" not in back
