@@ -1,17 +1,19 @@
-"""A suspected group whose range starts one benchmarked commit late (its base already at the new level) is
-dismissed by verification, since both of its ends moved; the change is then looked for before it: the
-base's runs against the commits before it open the range that holds the change, verified like any other."""
+"""Dismissed groups never swallow a real change. A suspected group whose range starts one benchmarked commit
+late (its base already at the new level) is dismissed by verification, since both of its ends moved; the
+change is then looked for before it: the base's runs against the commits before it open the range that holds
+the change, verified like any other. A change a culprit leaves at the very range of a dismissed group
+reopens that group, judged on fresh repeats only."""
 
 from __future__ import annotations
 
 import pytest
 
-from dashboard.benchmarks.models import Measurement, Run, RunStatus
+from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus
 from dashboard.regressions.models import AlertGroup, GroupState
 from dashboard.regressions.sheriff.beside import dismissed_base_check
 from dashboard.regressions.sheriff.verdicts import group_judge, group_verify
 from tests.conftest import DispatchLog
-from tests.regressions.test_search import LEVEL, World, _repeats
+from tests.regressions.test_search import BASE, HEAD, LEVEL, World, _repeats
 
 pytestmark = pytest.mark.django_db
 
@@ -85,3 +87,31 @@ def test_a_group_opened_before_a_dismissed_one_looks_no_further_back() -> None:
     opened = dismissed_base_check(group_id=before.pk)
     assert opened is not None
     assert world.range_of(AlertGroup.objects.get(pk=opened)) == (18, 19)
+
+
+def test_a_change_left_at_the_range_of_a_dismissed_group_reopens_it_on_fresh_repeats(settings) -> None:
+    # -4 % at 32 and -6 % at 35 in (29, 37]: the search names 35 and leaves (29, 34], where a group was
+    # dismissed before on repeats of its own, which the remainder test read too.
+    def level(index: int) -> float:
+        return LEVEL * (0.96 if index >= 32 else 1.0) * (0.94 if index >= 35 else 1.0)
+
+    world = World(level=level, benchmarked=lambda i: not BASE < i < HEAD, seed=4)
+    dismissed = world.suspected(base=29, head=34, change_pct=-4.0)
+    for index in (29, 34):
+        _repeats(world, index, 1)
+        old = Run.objects.filter(commit=world.commits[index]).latest("pk")
+        Run.objects.filter(pk=old.pk).update(kind=RunKind.VERIFICATION, queued_at=dismissed.created_at)
+    AlertGroup.objects.filter(pk=dismissed.pk).update(state=GroupState.DISMISSED)
+    group = world.confirmed()
+    settings.PERFWATCH_VERIFICATION_REPEATS = 2
+
+    world.search(group)
+
+    dismissed.refresh_from_db()
+    assert world.range_of(group) == (34, 35)
+    assert AlertGroup.objects.count() == 2
+    assert dismissed.state == GroupState.SUSPECTED
+    assert group.events.filter(field="search", new_value__contains=f"reopened group #{dismissed.pk}").exists()
+    # Its old repeats do not count: two fresh ones are queued at each end.
+    fresh = Run.objects.filter(kind=RunKind.VERIFICATION, status=RunStatus.QUEUED)
+    assert sorted(world.commits.index(run.commit) for run in fresh) == [29, 29, 34, 34]

@@ -10,7 +10,15 @@ from django.db import connection
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Series
-from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind, TriageStatus
+from dashboard.regressions.models import (
+    Alert,
+    AlertGroup,
+    AlertKind,
+    GroupKind,
+    GroupState,
+    TriageEvent,
+    TriageStatus,
+)
 
 
 def group_refresh(group: AlertGroup) -> None:
@@ -136,3 +144,41 @@ def _alerts_update(alerts: Sequence[Alert], *, now: datetime) -> None:
                 ),
             ],
         )
+
+
+# The evidence key of the moment a reopened group's verification repeats count from (ISO 8601).
+FRESH_SINCE = "fresh_since"
+
+
+def group_reopen(*, group: AlertGroup, why: str, fresh: bool) -> bool:
+    """A dismissed group suspected again, for a new change found at its very range (one range is one
+    group): a new first round of verification, the dismissed verdict kept beside. With `fresh`, only
+    repeats queued from now on count (`FRESH_SINCE`): the new change was found on runs that include the
+    old repeats, and judging it on them would reuse what raised it. Returns whether it reopened; a group a
+    person closed stays as it is."""
+    if group.status not in (TriageStatus.UNTRIAGED, TriageStatus.INVESTIGATING):
+        return False
+    now = timezone.now()
+    evidence: dict[str, object] = {"rounds": 1, "dismissed_before": group.evidence}
+    if fresh:
+        evidence[FRESH_SINCE] = now.isoformat()
+    reopened = AlertGroup.objects.filter(pk=group.pk, state=GroupState.DISMISSED).update(
+        state=GroupState.SUSPECTED, state_changed_at=now, evidence=evidence, updated_at=now
+    )
+    if reopened:
+        TriageEvent.objects.create(
+            group=group, field="state", old_value=GroupState.DISMISSED, new_value=f"suspected again: {why}"
+        )
+        group.state = GroupState.SUSPECTED
+        group.evidence = evidence
+    return bool(reopened)
+
+
+def group_fresh_since(group: AlertGroup) -> datetime:
+    """The moment a group's verification repeats count from: its creation, or its reopening for a change
+    found on its old repeats (`group_reopen`)."""
+    since = group.evidence.get(FRESH_SINCE) if isinstance(group.evidence, dict) else None
+    try:
+        return datetime.fromisoformat(since) if isinstance(since, str) else group.created_at
+    except ValueError:
+        return group.created_at

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from dashboard.benchmarks.direction import change_kind, metric_slower_sign
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunStatus, Series
-from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store
+from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store, group_reopen
 from dashboard.regressions.detect.attribution import (
     LocatedChange,
     SeriesHistory,
@@ -47,7 +47,6 @@ from dashboard.regressions.models import (
     GroupKind,
     GroupState,
     TriageEvent,
-    TriageStatus,
 )
 
 logger = logging.getLogger(__name__)
@@ -481,30 +480,17 @@ def _window_analyse(
 def _reopen(*, group: AlertGroup, series: Sequence[Series]) -> bool:
     """A change of another suite (or hardware class) at the very range of a dismissed group: one range is
     one group, so that group is suspected again and its verification repeats run on the new series too
-    (its own alerts keep their repeats and are judged again on them). Dropping the change instead lost
-    real ones for good: a 6.4x revert was never raised because another suite's noise had been dismissed
-    at its commit. Returns whether it reopened; a group a person closed stays as it is."""
-    if not series or group.status not in (TriageStatus.UNTRIAGED, TriageStatus.INVESTIGATING):
+    (its own alerts keep their repeats and are judged again on them: the new alarm did not read them).
+    Dropping the change instead lost real ones for good: a 6.4x revert was never raised because another
+    suite's noise had been dismissed at its commit. Returns whether it reopened; a group a person closed
+    stays as it is."""
+    if not series:
         return False
-    now = timezone.now()
-    reopened = AlertGroup.objects.filter(pk=group.pk, state=GroupState.DISMISSED).update(
-        state=GroupState.SUSPECTED,
-        state_changed_at=now,
-        # A new first round: the new series get their repeats, the dismissed verdict is kept beside.
-        evidence={"rounds": 1, "dismissed_before": group.evidence},
-        updated_at=now,
+    return group_reopen(
+        group=group,
+        why=f"{series[0].suite.name} · {series[0].hardware_class} changed at this range",
+        fresh=False,
     )
-    if reopened:
-        TriageEvent.objects.create(
-            group=group,
-            field="state",
-            old_value=GroupState.DISMISSED,
-            new_value=(
-                f"suspected again: {series[0].suite.name} · {series[0].hardware_class} changed at this range"
-            ),
-        )
-        group.state = GroupState.SUSPECTED
-    return bool(reopened)
 
 
 def _alert_kind(*, series: Series, change_pct: float) -> str:

@@ -39,7 +39,7 @@ from dashboard.benchmarks.models import (
     Suite,
 )
 from dashboard.benchmarks.runs import run_enqueue
-from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store
+from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store, group_reopen
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageEvent
 from dashboard.regressions.sheriff.budget import suite_budget_use
@@ -97,7 +97,8 @@ def second_group(
     why: str = "the culprit leaves a change in",
     suspected: str = "",
 ) -> int | None:
-    """A suspected group for (base, head] holding `found`; None when that range already has a group.
+    """A suspected group for (base, head] holding `found`: a new one, or the dismissed group at that range
+    suspected again (`group_reopen`, on fresh repeats); None when that range has a group already.
     `why` begins the line `group`'s triage history gets about it, `suspected` the new group's first."""
     second, created = AlertGroup.objects.get_or_create(
         base_commit=base,
@@ -108,7 +109,13 @@ def second_group(
             or f"the rest of group #{group.pk}'s change, which its culprit does not explain",
         },
     )
-    if created:
+    # A dismissed group at that very range takes the change and is verified again, on fresh repeats only.
+    reopened = (
+        not created
+        and second.state == GroupState.DISMISSED
+        and group_reopen(group=second, why=f"group #{group.pk} leaves a change at this range", fresh=True)
+    )
+    if created or reopened:
         alerts_store(
             group_id=second.pk,
             alerts=[
@@ -130,9 +137,11 @@ def second_group(
         field="search",
         new_value=(
             f"{why} {base.short_sha}..{head.short_sha}: "
-            f"{'opened' if created else 'already'} group #{second.pk}"
+            f"{'opened' if created else 'reopened' if reopened else 'already'} group #{second.pk}"
         ),
     )
+    if reopened:
+        return second.pk
     if not created:
         return None
     TriageEvent.objects.create(

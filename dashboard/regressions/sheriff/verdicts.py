@@ -37,6 +37,7 @@ from dashboard.benchmarks.models import (
     Suite,
 )
 from dashboard.benchmarks.runs import run_enqueue
+from dashboard.regressions.detect.alert_groups import FRESH_SINCE, group_fresh_since
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEvent
 from dashboard.regressions.notifications import notifications_schedule
@@ -116,10 +117,10 @@ def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert], alpha: float)
         series = alert.series
         # Fresh runs only: the run that raised the alarm was picked for looking changed (a winner's curse).
         base_values = fresh_values(
-            series_id=series.pk, commit_id=group.base_commit_id, since=group.created_at
+            series_id=series.pk, commit_id=group.base_commit_id, since=group_fresh_since(group)
         )
         head_values = fresh_values(
-            series_id=series.pk, commit_id=group.head_commit_id, since=group.created_at
+            series_id=series.pk, commit_id=group.head_commit_id, since=group_fresh_since(group)
         )
         if not base_values or not head_values or min(base_values + head_values) <= 0:
             continue
@@ -199,7 +200,7 @@ def _joint_verdicts(
             members=[member for member, _ in items],
             base_commit_id=group.base_commit_id,
             head_commit_id=group.head_commit_id,
-            since=group.created_at,
+            since=group_fresh_since(group),
             alpha=alpha,
             large_enough=any(verdict.large_enough for _, verdict in items),
         )
@@ -245,13 +246,14 @@ def _pairs(group: AlertGroup) -> list[tuple[Suite, str]]:
 
 
 def _repeats(*, group: AlertGroup, commit_id: int, suite: Suite, hardware_class: str) -> QuerySet[Run]:
-    """The verification runs of one end queued since the group was made: its own repeats."""
+    """The verification runs of one end queued since the group was made (or reopened for a change found on
+    its old repeats): its own repeats."""
     return Run.objects.filter(
         commit_id=commit_id,
         suite=suite,
         hardware_class=hardware_class,
         kind=RunKind.VERIFICATION,
-        queued_at__gte=group.created_at,
+        queued_at__gte=group_fresh_since(group),
     )
 
 
@@ -359,7 +361,9 @@ def _split_ends_repeat(*, group: AlertGroup, alerts: Sequence[Alert], wanted: in
             key = (commit_id, series.suite_id, series.hardware_class)
             if key in seen:
                 continue
-            logs = log_values(fresh_values(series_id=series.pk, commit_id=commit_id, since=group.created_at))
+            logs = log_values(
+                fresh_values(series_id=series.pk, commit_id=commit_id, since=group_fresh_since(group))
+            )
             if len(logs) < 2:
                 continue
             if series.pk not in noises:
@@ -459,6 +463,8 @@ def _judge(*, group_id: int) -> tuple[str, str]:
             "alerts": [asdict(verdict) for verdict in verdicts],
             "joint": [asdict(joint) for joint in joints],
         }
+        if FRESH_SINCE in group.evidence:  # a reopened group's rounds go on counting from its reopening
+            evidence[FRESH_SINCE] = group.evidence[FRESH_SINCE]
         holding = [verdict for verdict in verdicts if verdict.holds]
         joint_holding = [joint for joint in joints if joint.holds]
         if holding or joint_holding:
