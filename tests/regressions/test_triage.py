@@ -15,10 +15,10 @@ from tests.regressions.test_pages import group_create
 pytestmark = pytest.mark.django_db
 
 # Session and user, the group, its alerts, range commits, PRs, events, comments, notifications, bisection
-# runs, related groups (by a revert or the same PR), the triage form's choices, what restored it (one: none
-# here) and the message a notification would carry (its alerts and range): a fixed number whatever the
-# thread's length.
-QUERIES_GROUP_PAGE = 23
+# runs, related groups (by a revert or the same PR), the groups opened after it, the triage form's choices,
+# what restored it (one: none here) and the message a notification would carry (its alerts and range): a
+# fixed number whatever the thread's length.
+QUERIES_GROUP_PAGE = 24
 
 
 @pytest.fixture
