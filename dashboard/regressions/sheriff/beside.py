@@ -467,13 +467,11 @@ def dismissed_base_check(*, group_id: int) -> int | None:
                 side="before",
                 directions=directions,
             )
-            nearest = (
-                Commit.objects.filter(
-                    repository_id=group.base_commit.repository_id, position=test.beyond[0]
-                ).first()
-                if test.found
-                else None
-            )
+            if not test.found:
+                continue
+            nearest = Commit.objects.filter(
+                repository_id=group.base_commit.repository_id, position=test.beyond[0]
+            ).first()
             if nearest is None:
                 continue
             opened = second_group(

@@ -113,15 +113,12 @@ class AlertVerdict:
 def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert], alpha: float) -> list[AlertVerdict]:
     verdicts = []
     rows: dict[int, list] = {}
+    since = group_fresh_since(group)
     for alert in alerts:
         series = alert.series
         # Fresh runs only: the run that raised the alarm was picked for looking changed (a winner's curse).
-        base_values = fresh_values(
-            series_id=series.pk, commit_id=group.base_commit_id, since=group_fresh_since(group)
-        )
-        head_values = fresh_values(
-            series_id=series.pk, commit_id=group.head_commit_id, since=group_fresh_since(group)
-        )
+        base_values = fresh_values(series_id=series.pk, commit_id=group.base_commit_id, since=since)
+        head_values = fresh_values(series_id=series.pk, commit_id=group.head_commit_id, since=since)
         if not base_values or not head_values or min(base_values + head_values) <= 0:
             continue
         if series.suite_id not in rows:
