@@ -60,7 +60,7 @@ def test_a_commit_measured_three_times_is_drawn_with_a_bar_from_its_lowest_to_it
         f"""() => {{
           const gd = {chart};
           const yaxis = gd._fullLayout.yaxis;
-          return Array.from(gd.querySelectorAll('g.errorbar path.yerror'))
+          return Array.from(gd.querySelectorAll('.scatterlayer path.js-fill'))
             .filter(path => path.getAttribute('d'))
             .map(path => path.getBBox())
             .map(box => [yaxis.p2l(box.y + box.height), yaxis.p2l(box.y)]);
@@ -79,11 +79,15 @@ def test_a_commit_measured_three_times_is_drawn_with_a_bar_from_its_lowest_to_it
 SPREAD = """
 (metric) => {
   const gd = document.querySelector(`[data-metric="${metric}"]`);
-  const values = (column) => Array.from(window.PerfWatch.decode(column));  // typed arrays as sent, or not
   return gd.data.filter(trace => trace.meta && trace.meta.kind === 'spread').map(trace => ({
-    group: trace.legendgroup, y: values(trace.y), above: values(trace.error_y.array),
-    below: values(trace.error_y.arrayminus), yaxis: trace.yaxis || 'y', visible: trace.visible}));
+    group: trace.legendgroup, x: Array.from(trace.meta.bars.x), low: Array.from(trace.meta.bars.low),
+    high: Array.from(trace.meta.bars.high), yaxis: trace.yaxis || 'y', visible: trace.visible}));
 }
+"""
+# The bars as drawn: each filled outline's width and height in pixels.
+SPREAD_DRAWN = """
+(metric) => Array.from(document.querySelectorAll(`[data-metric="${metric}"] .scatterlayer path.js-fill`))
+  .map(path => { const box = path.getBBox(); return [box.width, box.height]; })
 """
 
 
@@ -98,11 +102,15 @@ def test_the_spread_of_a_repeated_commit_goes_with_its_level_relative_in_its_pan
         run_with_values(commit=commits[3], suite=suite, values={(16, THROUGHPUT): value})
     browser.open(TIMELINE)
 
-    # Its own trace, in its level's legend group, holding only the repeated commit.
+    # Its own trace, in its level's legend group, holding only the repeated commit: one filled outline
+    # a pixel and a half wide, from its lowest run to its highest.
     (spread,) = browser.page.evaluate(SPREAD, THROUGHPUT)
-    assert spread["group"] == "c=16" and spread["y"] == pytest.approx([median], rel=1e-6)
-    assert spread["above"] == pytest.approx([9.0], abs=1e-3)
-    assert spread["below"] == pytest.approx([4.0], abs=1e-3)
+    lines = {line["name"]: line for line in browser.page.evaluate(LINES, THROUGHPUT)}
+    assert spread["group"] == "c=16" and spread["x"] == [lines["c=16"]["x"][3]]
+    assert spread["low"] == pytest.approx([median - 4.0], abs=1e-3)
+    assert spread["high"] == pytest.approx([median + 9.0], abs=1e-3)
+    ((width, height),) = browser.page.evaluate(SPREAD_DRAWN, THROUGHPUT)
+    assert 1.0 <= width <= 2.0 and height > 1.0
 
     browser.page.click("[data-scale=relative]")
     _wait_for_url(browser, "scale=relative")
@@ -110,8 +118,8 @@ def test_the_spread_of_a_repeated_commit_goes_with_its_level_relative_in_its_pan
         f"() => document.querySelector('[data-metric={THROUGHPUT}]').layout.yaxis.title.text.includes('%')"
     )
     (spread,) = browser.page.evaluate(SPREAD, THROUGHPUT)
-    assert spread["y"] == pytest.approx([(median / base - 1) * 100], abs=1e-3)
-    assert spread["above"] == pytest.approx([9.0 / base * 100], abs=1e-3)
+    assert spread["low"] == pytest.approx([((median - 4.0) / base - 1) * 100], abs=1e-3)
+    assert spread["high"] == pytest.approx([((median + 9.0) / base - 1) * 100], abs=1e-3)
 
     browser.page.check("[data-view-multiples]")
     _wait_for_url(browser, "multiples=1")
@@ -127,7 +135,7 @@ def test_the_spread_of_a_repeated_commit_goes_with_its_level_relative_in_its_pan
     chart = CHART.format(metric=THROUGHPUT)
     browser.page.wait_for_function(f"() => !{chart}.data.some(trace => trace.yaxis === 'y3')")
     browser.page.locator(f"[data-metric={THROUGHPUT}] .legend .traces", has_text="c=16").click()
-    browser.page.wait_for_function(f"() => {chart}.querySelectorAll('g.errorbar path.yerror').length === 0")
+    browser.page.wait_for_function(f"() => !{chart}.querySelector('.scatterlayer path.js-fill')")
     (spread,) = browser.page.evaluate(SPREAD, THROUGHPUT)
     assert spread["visible"] == "legendonly"
     assert browser.console_errors == []
@@ -385,3 +393,27 @@ def test_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(browser, d
     labels = [box["text"] for box in browser.page.evaluate(PR_LABELS, THROUGHPUT)["boxes"]]
     assert f"#{REGRESSION_PR}" in labels
     assert browser.console_errors == []
+
+
+def test_an_x_label_that_would_run_past_the_chart_is_left_out_and_the_others_kept(
+    browser, build_history
+) -> None:
+    build_history(commits=12, concurrencies=(1,))
+    browser.open(TIMELINE)
+    (line,) = browser.page.evaluate(LINES, "ttft_ms_mean")
+    # Eight commits in view, fewer than three days: a tick per commit, the last at the plot's right edge,
+    # where half its label would lie past the chart.
+    browser.open(f"{TIMELINE}?x0={line['x'][2]}&x1={line['x'][9]}")
+
+    labels = browser.page.evaluate(
+        f"""() => {{
+          const gd = {CHART.format(metric="ttft_ms_mean")};
+          const chart = gd.getBoundingClientRect();
+          return Array.from(gd.querySelectorAll('.xtick text')).map(text => {{
+            const box = text.getBoundingClientRect();
+            return [text.textContent, box.left - chart.left, chart.right - box.right];
+          }});
+        }}"""
+    )
+    assert len(labels) == 7, labels
+    assert all(left >= 0 and right >= 0 for _, left, right in labels), labels

@@ -9,6 +9,7 @@
 
   var P = (window.PerfWatch = window.PerfWatch || {});
   var widthOf = P.widthOf;
+  var decode = P.decode;
   // Alert markers labelled with their PR ("#51830") right above them, in the lane over the lines. Labels
   // never overlap: one that would touch its neighbour goes a row higher, and where LABEL_ROWS rows are
   // full it is left to the marker's hover (which names the PR too).
@@ -158,11 +159,50 @@
     return [range[0], Math.min(right, range[1] + (range[1] - range[0]) / 5)];
   }
 
+  // The bars of a spread trace (meta.kind "spread"): {x, low, high}, kept in its meta once drawn, or read
+  // from the trace as the server sends it (x and y in threes: a commit's x twice with its lowest and
+  // highest run, then a gap).
+  function barsOf(trace) {
+    if (trace.meta.bars) return trace.meta.bars;
+    var xs = decode(trace.x), ys = decode(trace.y);
+    var bars = { x: [], low: [], high: [] };
+    for (var i = 0; i + 1 < xs.length; i += 3) {
+      bars.x.push(xs[i]);
+      bars.low.push(ys[i]);
+      bars.high.push(ys[i + 1]);
+    }
+    return bars;
+  }
+
+  // The spread bars of repeated commits drawn as one filled outline of SPREAD_BAR_PX-wide bars, their
+  // width in x units set for the x range in view: as a line broken at every gap, Plotly draws a path per
+  // bar and styles each one, which was a sixth of a zoom's redraw of five charts.
+  var SPREAD_BAR_PX = 1.5;
+
+  function spreadBars(data, geometry) {
+    var half = (SPREAD_BAR_PX / 2) * (geometry.range[1] - geometry.range[0]) / geometry.width;
+    data.forEach(function (trace, index) {
+      if (!trace.meta || trace.meta.kind !== "spread" || !trace.x) return;
+      var bars = barsOf(trace);
+      var x = [], y = [];
+      for (var i = 0; i < bars.x.length; i += 1) {
+        x.push(bars.x[i] - half, bars.x[i] - half, bars.x[i] + half, bars.x[i] + half, NaN);
+        y.push(bars.low[i], bars.high[i], bars.high[i], bars.low[i], NaN);
+      }
+      data[index] = Object.assign({}, trace, {
+        x: x, y: y, mode: "none", fill: "toself", fillcolor: trace.fillcolor || (trace.line && trace.line.color),
+        meta: Object.assign({}, trace.meta, { bars: bars }),
+      });
+    });
+  }
+
   // Before a timeline is drawn: its labels placed for the x range its layout sets, into `layout` and the
-  // marker traces of `data` (copies of those drawn now, for Plotly.react to see the change).
+  // marker traces of `data` (copies of those drawn now, for Plotly.react to see the change), and its
+  // spread bars sized for that range.
   function labelFigure(element, data, layout) {
     var geometry = predictedGeometry(element, layout);
     if (!geometry) return;
+    spreadBars(data, geometry);
     var annotations = annotationsWith(data, layout, geometry);
     if (annotations) layout.annotations = annotations;
     var changes = markerTextChanges(data, geometry);

@@ -10,6 +10,7 @@
   var S = P.state;
   var decode = P.decode;
   var ticksFor = P.ticksFor;
+  var ticksInside = P.ticksInside;
   var visibleYRange = P.visibleYRange;
   var fitY = P.fitY;
   var zoomFromUrl = P.zoomFromUrl;
@@ -72,17 +73,17 @@
     return trace.y[Math.min(at, xs.length - 1)];
   }
 
-  // A line, or the spread bars of its repeated commits, as percentages of `reference` (its line's value
-  // at the base).
+  // A line, or the spread bars of its repeated commits (their ends), as percentages of `reference` (its
+  // line's value at the base).
   function relativeTrace(trace, reference, base) {
     if (!reference) return trace;
-    var scaled = function (values, offset) {
-      return Array.prototype.map.call(decode(values), function (value) { return (value / reference - offset) * 100; });
+    var scaled = function (values) {
+      return Array.prototype.map.call(decode(values), function (value) { return (value / reference - 1) * 100; });
     };
-    var shown = Object.assign({}, trace, { y: scaled(trace.y, 1) });
-    if (trace.error_y) {
-      shown.error_y = Object.assign({}, trace.error_y,
-        { array: scaled(trace.error_y.array, 0), arrayminus: scaled(trace.error_y.arrayminus, 0) });
+    var shown = Object.assign({}, trace, { y: scaled(trace.y) });
+    var bars = trace.meta && trace.meta.bars;
+    if (bars) {
+      shown.meta = Object.assign({}, trace.meta, { bars: { x: bars.x, low: scaled(bars.low), high: scaled(bars.high) } });
     }
     if (trace.hovertemplate) {
       shown.hovertemplate = trace.hovertemplate.replace(/<b>%\{y:[^}]*\}[^<]*<\/b>/,
@@ -174,6 +175,7 @@
         : range && visibleYRange(own, layout[key], range);
       layout[key] = Object.assign({}, layout[key], fitted ? { range: fitted, autorange: false } : { autorange: true });
     });
+    ticksInside(gd, layout);
     return layout;
   }
 

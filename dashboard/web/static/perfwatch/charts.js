@@ -39,6 +39,7 @@
   var fullRange = P.fullRange;
   var isFullRange = P.isFullRange;
   var measureWidths = P.measureWidths;
+  var ticksInside = P.ticksInside;
   // A timeline's x range when it was drawn whole: a double-click's reset back to it is a zoom-out.
   var wholeRangeOf = new WeakMap();
 
@@ -63,6 +64,7 @@
       var yRange = fitY(figure.data, layout.yaxis, range, layout.meta);
       layout.yaxis = Object.assign({}, layout.yaxis, yRange ? { range: yRange, autorange: false } : { autorange: true });
     }
+    ticksInside(element, layout);
     return layout;
   }
 
@@ -288,8 +290,8 @@
     var xs = [0, 1, 2, 3, 4, 5, 6, 7];
     var data = [
       { type: "scatter", mode: "lines", x: xs, y: [3, 1, 4, 1, 5, 9, 2, 6], name: "c=1", legendgroup: "c=1" },
-      { type: "scatter", mode: "none", x: [2, 5], y: [4, 9], legendgroup: "c=1", showlegend: false,
-        hoverinfo: "skip", error_y: { type: "data", symmetric: false, array: [1, 1], arrayminus: [1, 1], width: 3 } },
+      { type: "scatter", mode: "lines", x: [2, 2, NaN, 5, 5, NaN], y: [3, 5, NaN, 8, 10, NaN], legendgroup: "c=1",
+        showlegend: false, hoverinfo: "skip", connectgaps: false },
       { type: "scatter", mode: "lines", x: [1, 1, null, 6, 6], y: [0, 1, null, 0, 1], yaxis: "y2",
         hoverinfo: "skip", showlegend: false, line: { dash: "dot" } },
       { type: "scatter", mode: "markers+text", x: [1, 6], y: [0.9, 0.9], yaxis: "y2", text: ["#1", ""],
