@@ -141,6 +141,74 @@ def test_the_spread_of_a_repeated_commit_goes_with_its_level_relative_in_its_pan
     assert browser.console_errors == []
 
 
+# Each chart of the page: [its metric, whether it draws a legend, its traces' legend keys and visibility].
+LEGENDS = """
+() => Array.from(document.querySelectorAll('[data-metric].js-plotly-plot')).map(gd => [
+  gd.dataset.metric, !!gd.querySelector('.legend'),
+  gd.data.map(trace => [trace.legendgroup || trace.name, trace.visible === undefined || trace.visible])])
+"""
+
+
+def _hidden(browser: test_browser.BrowserPage) -> dict[str, frozenset[str]]:
+    return {
+        metric: frozenset(key for key, visible in traces if visible == "legendonly")
+        for metric, _, traces in browser.page.evaluate(LEGENDS)
+    }
+
+
+def _wait_for_visible(browser: test_browser.BrowserPage, key: str, visible: object) -> None:
+    """Until the last chart's trace of legend key `key` is `visible` (every chart is restyled in turn)."""
+    browser.page.wait_for_function(
+        """([key, visible]) => { const charts = document.querySelectorAll('[data-metric].js-plotly-plot');
+          const trace = charts[charts.length - 1].data.find(trace => trace.legendgroup === key);
+          return trace && (trace.visible === undefined ? true : trace.visible) === visible; }""",
+        arg=[key, visible],
+    )
+
+
+def test_the_first_chart_s_legend_hides_a_level_in_every_chart_through_zooms_and_views(
+    browser, build_history
+) -> None:
+    build_history(commits=12, concurrencies=(1, 4, 16))
+    browser.open(TIMELINE)
+    charts = browser.page.evaluate(LEGENDS)
+    # One legend, the first chart's, for the five.
+    assert [drawn for _, drawn, _ in charts] == [True, False, False, False, False]
+    first = charts[0][0]
+    entry = browser.page.locator(f"[data-metric={first}] .legend .traces")
+
+    entry.filter(has_text="c=4").click()
+    _wait_for_visible(browser, "c=4", "legendonly")
+    assert set(_hidden(browser).values()) == {frozenset({"c=4"})}
+    # A zoom brings new data for every chart: the level stays hidden, and so does it in another view.
+    xs = browser.page.evaluate(LINES, first)[0]["x"]
+    zoom = f"([x0, x1]) => Plotly.relayout({CHART.format(metric=first)}, {{'xaxis.range': [x0, x1]}})"
+    browser.page.evaluate(zoom, [xs[2], xs[8]])
+    browser.page.wait_for_function(f"() => {test_triage_browser.GROUP_RANGE} === '{xs[2]},{xs[8]}'")
+    assert all(len(traces) >= 3 for _, _, traces in browser.page.evaluate(LEGENDS))
+    assert set(_hidden(browser).values()) == {frozenset({"c=4"})}
+    browser.page.click("[data-scale=relative]")
+    _wait_for_url(browser, "scale=relative")
+    first_chart = CHART.format(metric=first)
+    browser.page.wait_for_function(f"() => {first_chart}.layout.yaxis.title.text.includes('%')")
+    assert set(_hidden(browser).values()) == {frozenset({"c=4"})}
+
+    # A second click shows it again everywhere (a click, not the second half of a double-click: the legend
+    # reads two clicks on one entry within 300 ms as one); a double-click shows its level alone, and
+    # another shows every level again.
+    browser.page.wait_for_timeout(350)
+    entry.filter(has_text="c=4").click()
+    _wait_for_visible(browser, "c=4", True)
+    assert set(_hidden(browser).values()) == {frozenset()}
+    entry.filter(has_text="c=16").dblclick()
+    _wait_for_visible(browser, "c=1", "legendonly")
+    assert set(_hidden(browser).values()) == {frozenset({"c=1", "c=4"})}
+    entry.filter(has_text="c=16").dblclick()
+    _wait_for_visible(browser, "c=1", True)
+    assert set(_hidden(browser).values()) == {frozenset()}
+    assert browser.console_errors == []
+
+
 LINES = """
 (metric) => {
   const gd = document.querySelector(`[data-metric="${metric}"]`);
@@ -293,7 +361,7 @@ PR_LABELS = """
       .flatMap(trace => Array.from(trace.querySelectorAll('.points path.point')))
       .map(glyph => { const box = glyph.getBoundingClientRect();
                       return {left: box.left, right: box.right, top: box.top, bottom: box.bottom}; }),
-    legend: gd.querySelector('.legend').getBoundingClientRect().right,
+    legend: gd.querySelector('.legend') && gd.querySelector('.legend').getBoundingClientRect().right,
     card: gd.getBoundingClientRect().right,
   };
 }
@@ -386,8 +454,9 @@ def test_markers_are_labelled_with_their_pr_and_no_two_labels_overlap(browser, d
             if glyph["left"] > label["left"] and _overlap(label, glyph)
         ]
         assert clashes == [], (metric, clashes)
-        # Every level's legend entry fits on the card.
-        assert found["legend"] <= found["card"], metric
+        # Every level's legend entry fits on the card (the first chart's legend, which serves them all).
+        assert (found["legend"] is None) == (metric != THROUGHPUT), metric
+        assert found["legend"] is None or found["legend"] <= found["card"], metric
         # Crowded at this width: some labels went up a row or were left to the hover.
         assert len(set(found["rows"])) > 1 or len(boxes) < found["markers"], metric
     labels = [box["text"] for box in browser.page.evaluate(PR_LABELS, THROUGHPUT)["boxes"]]

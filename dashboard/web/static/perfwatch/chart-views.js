@@ -17,6 +17,7 @@
   var firstAtOrAfter = P.firstAtOrAfter;
   var fullRange = P.fullRange;
   var labelFigure = P.labelFigure;
+  var shareLegend = P.shareLegend;
   var roomForLabels = P.roomForLabels;
 
   // How the timeline's charts are viewed, chosen on the page and kept in the URL, applied here to the
@@ -193,6 +194,7 @@
       var layout = shown === source ? fittedTo(gd, source.data, source.layout, range, S.commitsOf.get(gd)) : shown.layout;
       var data = shown.data.map(function (trace) { return Object.assign({}, trace); });
       labelFigure(gd, data, layout);
+      shareLegend(gd, data, layout);
       return window.Plotly.react(gd, data, layout);
     })).finally(function () { S.syncing -= 1; });
   }

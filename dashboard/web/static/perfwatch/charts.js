@@ -1,6 +1,6 @@
 /*
  * Draws every Plotly figure on a page. Figures are built by the server; these modules only place them
- * (chart-data.js, chart-axes.js, chart-labels.js and chart-views.js load before this one).
+ * (chart-data.js, chart-axes.js, chart-labels.js, chart-legend.js and chart-views.js load before this one).
  *
  *   <div data-figure-url="/api/...">           fetches the figure JSON ({data, layout})
  *   <div data-figure-data="element-id">        reads it from a json_script block
@@ -35,6 +35,8 @@
   var viewControls = P.viewControls;
   var labelAlerts = P.labelAlerts;
   var labelFigure = P.labelFigure;
+  var shareLegend = P.shareLegend;
+  var legendClicks = P.legendClicks;
   var roomForLabels = P.roomForLabels;
   var fullRange = P.fullRange;
   var isFullRange = P.isFullRange;
@@ -92,6 +94,7 @@
       var data = gd.data.map(function (trace) { return Object.assign({}, trace); });
       var layout = layoutOver(gd, { data: data }, gd.layout, range, S.commitsOf.get(gd));
       labelFigure(gd, data, layout);
+      shareLegend(gd, data, layout);
       return window.Plotly.react(gd, data, layout);
     };
     var updates = going
@@ -156,6 +159,7 @@
         range, payload.commits);
       if (!range) wholeRangeOf.set(gd, layout.xaxis.range);
       labelFigure(gd, data, layout);
+      shareLegend(gd, data, layout);
       return window.Plotly.react(gd, data, layout);
     });
     return Promise.all(updates).finally(function () {
@@ -226,6 +230,7 @@
       var zoom = zoomFromUrl();
       layout = layoutOver(element, figure, layout, zoom, zoom ? commitsIndex(table || figure.commits) : undefined);
       labelFigure(element, figure.data || [], layout);
+      shareLegend(element, figure.data || [], layout);
     }
     element.textContent = "";
     return window.Plotly.newPlot(element, figure.data || [], layout, config).then(function (gd) {
@@ -235,6 +240,7 @@
         S.timelines.push(gd);
         if (!zoom) wholeRangeOf.set(gd, layout.xaxis && layout.xaxis.range);
         gd.on("plotly_relayout", function (event) { onTimelineRelayout(gd, event); });
+        legendClicks(gd);
         labelAlerts(gd, function (event) { return !S.syncing && rangeOf(event) !== null; });
       }
       element.dataset.drawn = "true";
@@ -316,7 +322,8 @@
   function loadGroup(element, ready) {
     var charts = Array.prototype.slice.call(element.querySelectorAll("[data-metric]"));
     var width = Math.max.apply(null, charts.map(function (chart) { return chart.clientWidth; }).concat([300]));
-    S.group = { element: element, url: element.dataset.timelineUrl, width: Math.round(width), full: null };
+    S.group = { element: element, url: element.dataset.timelineUrl, width: Math.round(width), full: null,
+      first: charts[0] || null };
     var zoom = zoomFromUrl();
     var first = fetchGroup(null).then(function (payload) { S.group.full = payload; return payload; });
     var answer = zoom ? fetchGroup(zoom) : first;
