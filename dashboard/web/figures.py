@@ -168,9 +168,10 @@ def _repeats_spread(item: DrawnSeries, *, name: str, color: str) -> dict[str, An
     """A commit measured more than once shows its runs' lowest to highest as a bar through the median (none
     for a single run), drawn by a trace of its own that holds only the repeated commits (`meta.kind`
     "spread", in its line's legend group). The bars are one line broken between commits (x, x, gap; lowest,
-    highest, gap), which Plotly draws as a single SVG path: as error bars, every point was an SVG group
-    of its own, styled one by one, a fifth of the time a zoom took to redraw five charts. The run count
-    and spread of every point go with the line, for its hover."""
+    highest, gap), drawn as they are by any Plotly client; the chart script draws them instead as one
+    filled outline of bars a pixel and a half wide (chart-labels.js, `spreadBars`): as error bars or as a
+    broken line, Plotly makes an SVG element per bar and styles each one, a sixth of a zoom's redraw of
+    five charts. The run count and spread of every point go with the line, for its hover."""
     runs = item.series.runs[item.indexes]
     repeated = runs > 1
     xs = item.series.x[item.indexes][repeated]

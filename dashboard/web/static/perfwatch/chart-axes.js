@@ -9,6 +9,7 @@
   var P = (window.PerfWatch = window.PerfWatch || {});
   var commitTicks = P.commitTicks;
   var widthOf = P.widthOf;
+  var textWidth = P.textWidth;
 
   var MAX_TICKS = 8;
 
@@ -53,16 +54,6 @@
       "xaxis.tickvals": ticks.map(function (t) { return t[0]; }),
       "xaxis.ticktext": ticks.map(function (t) { return t[1]; }),
     };
-  }
-
-  var tickMeasure = null;
-
-  function textWidth(text, font) {
-    tickMeasure = tickMeasure || document.createElement("canvas").getContext("2d");
-    tickMeasure.font = font;
-    return Math.max.apply(null, String(text).split("<br>").map(function (line) {
-      return tickMeasure.measureText(line).width;
-    }));
   }
 
   // A timeline's x tick labels that would run past its element's edges, dropped from `layout` (changed in

@@ -25,6 +25,17 @@
   }
   window.addEventListener("resize", function () { widths = new WeakMap(); });
 
+  // The width in pixels of `text` in the CSS font `font` ("11px sans-serif"), measured on a canvas (no
+  // layout of the page); a text of several lines ("<br>") is as wide as its widest.
+  var measure = null;
+  function textWidth(text, font) {
+    measure = measure || document.createElement("canvas").getContext("2d");
+    measure.font = font;
+    return Math.max.apply(null, String(text).split("<br>").map(function (line) {
+      return measure.measureText(line).width;
+    }));
+  }
+
   var DTYPES = { f8: Float64Array, f4: Float32Array, i4: Int32Array, u4: Uint32Array, i2: Int16Array,
     u2: Uint16Array, i1: Int8Array, u1: Uint8Array };
 
@@ -118,4 +129,5 @@
   P.fetchJson = fetchJson;
   P.measureWidths = measureWidths;
   P.widthOf = widthOf;
+  P.textWidth = textWidth;
 })();

@@ -9,6 +9,7 @@
 
   var P = (window.PerfWatch = window.PerfWatch || {});
   var widthOf = P.widthOf;
+  var textWidth = P.textWidth;
   var decode = P.decode;
   // Alert markers labelled with their PR ("#51830") right above them, in the lane over the lines. Labels
   // never overlap: one that would touch its neighbour goes a row higher, and where LABEL_ROWS rows are
@@ -16,12 +17,9 @@
   // One row: the lane above the lines holds the alert labels' row under the PR and tag markers' rows.
   var LABEL_ROWS = 1;
   var LABEL_FONT_PX = 11;
-  var labelMeasure = null;
 
   function labelWidth(text, family) {
-    labelMeasure = labelMeasure || document.createElement("canvas").getContext("2d");
-    labelMeasure.font = LABEL_FONT_PX + "px " + family;
-    return labelMeasure.measureText(text).width + 8; // Plotly's padding and border around the text
+    return textWidth(text, LABEL_FONT_PX + "px " + family) + 8; // Plotly's padding and border around the text
   }
 
   // Where x values fall in pixels across the plot: {range, width (px), right (px the text may run past
