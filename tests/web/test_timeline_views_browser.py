@@ -209,6 +209,61 @@ def test_the_first_chart_s_legend_hides_a_level_in_every_chart_through_zooms_and
     assert browser.console_errors == []
 
 
+# Each chart's y range beside the lines it must fit: [metric, range, {level: [low, high] in view}].
+Y_FITS = """
+() => Array.from(document.querySelectorAll('[data-metric].js-plotly-plot')).map(gd => {
+  const [x0, x1] = gd.layout.xaxis.range;
+  const levels = {};
+  gd.data.filter(trace => !trace.meta).forEach(trace => {
+    const ys = Array.from(trace.y).filter((y, i) => trace.x[i] >= x0 && trace.x[i] <= x1);
+    levels[trace.name] = [Math.min(...ys), Math.max(...ys)];
+  });
+  return [gd.dataset.metric, gd.layout.yaxis.range, levels];
+})
+"""
+
+
+def _fitted_to(browser: test_browser.BrowserPage, shown: set[str]) -> bool:
+    """Whether every chart's y axis starts below the lines of the levels `shown` in view, and above every
+    other level's (in this history each level lies wholly above the one before it)."""
+    for _, (low, _high), levels in browser.page.evaluate(Y_FITS):
+        others = [levels[name][1] for name in levels if name not in shown]
+        if not low < min(levels[name][0] for name in shown) or any(low <= high for high in others):
+            return False
+    return True
+
+
+def test_a_level_shown_alone_in_the_legend_gets_every_chart_s_y_axis_to_itself_through_zooms(
+    browser, build_history
+) -> None:
+    build_history(commits=12, concurrencies=(1, 4, 16))
+    browser.open(TIMELINE)
+    every = {"c=1", "c=4", "c=16"}
+    first = browser.page.evaluate(LEGENDS)[0][0]
+    entry = browser.page.locator(f"[data-metric={first}] .legend .traces")
+    xs = browser.page.evaluate(LINES, first)[0]["x"]
+    zoom = f"([x0, x1]) => Plotly.relayout({CHART.format(metric=first)}, {{'xaxis.range': [x0, x1]}})"
+
+    # Zoomed, every axis is fitted to the lines in view: all three levels.
+    browser.page.evaluate(zoom, [xs[1], xs[9]])
+    browser.page.wait_for_function(f"() => {test_triage_browser.GROUP_RANGE} === '{xs[1]},{xs[9]}'")
+    assert _fitted_to(browser, every)
+    # c=16 alone: no chart keeps room for the levels hidden (c=1's throughput is a fifth of c=16's).
+    entry.filter(has_text="c=16").dblclick()
+    _wait_for_visible(browser, "c=1", "legendonly")
+    assert _fitted_to(browser, {"c=16"})
+    # Another zoom brings the range's own data: still fitted to c=16 alone.
+    browser.page.evaluate(zoom, [xs[2], xs[8]])
+    browser.page.wait_for_function(f"() => {test_triage_browser.GROUP_RANGE} === '{xs[2]},{xs[8]}'")
+    assert _fitted_to(browser, {"c=16"})
+    # Every level again: the axes make room for them all.
+    browser.page.wait_for_timeout(350)
+    entry.filter(has_text="c=16").dblclick()
+    _wait_for_visible(browser, "c=1", True)
+    assert _fitted_to(browser, every)
+    assert browser.console_errors == []
+
+
 LINES = """
 (metric) => {
   const gd = document.querySelector(`[data-metric="${metric}"]`);

@@ -1,7 +1,8 @@
 /*
  * The timelines of a page share one legend. On the timeline page only the first chart draws it; a click
  * on an entry hides or shows that level (or tracking issue, release tags, alerts) in every timeline of
- * the page, a double-click shows it alone, and what is hidden stays hidden through zooms and views.
+ * the page, a double-click shows it alone, and what is hidden stays hidden through zooms and views. Each
+ * chart's y axis fits the lines still shown, so a level hidden no longer squeezes the others.
  * Each chart used to draw a legend of its own again on every zoom, a tenth of a zoom's redraw of five
  * charts, and each hid a level on its own chart only.
  */
@@ -16,27 +17,47 @@
     return (trace && (trace.legendgroup || trace.name)) || null;
   }
 
-  // Before a timeline is drawn: its legend kept only on the timeline page's first chart, and the
-  // entries hidden there hidden in `data` (copies of the traces drawn now).
-  function shareLegend(element, data, layout) {
-    if (S.group && S.group.first && element !== S.group.first) layout.showlegend = false;
+  function shownAs(trace) {
+    var key = keyOf(trace);
+    return key === null ? trace.visible : hidden.has(key) ? "legendonly" : true;
+  }
+
+  // The entries hidden in the legend hidden in `data` (copies of the traces about to be drawn, or a
+  // figure's own before its y axis is fitted: a hidden level never stretches the axis).
+  function legendHidden(data) {
     (data || []).forEach(function (trace) {
-      var key = keyOf(trace);
-      if (key !== null) trace.visible = hidden.has(key) ? "legendonly" : true;
+      if (keyOf(trace) !== null) trace.visible = shownAs(trace);
     });
   }
 
-  // Every timeline's traces shown or hidden as `hidden` says, in one restyle per chart.
+  // Before a timeline is drawn: its legend kept only on the timeline page's first chart, and the
+  // entries hidden there hidden in `data`.
+  function shareLegend(element, data, layout) {
+    if (S.group && S.group.first && element !== S.group.first) layout.showlegend = false;
+    legendHidden(data);
+  }
+
+  // Every timeline's traces shown or hidden as `hidden` says, and its y axis fitted again to the lines
+  // still shown over the range in view, in one update per chart. Small multiples keep their panels.
   function restyleAll() {
+    var range = P.zoomFromUrl();
     S.timelines.forEach(function (gd) {
       var indexes = [], visible = [];
       gd.data.forEach(function (trace, index) {
-        var key = keyOf(trace);
-        if (key === null) return;
+        if (keyOf(trace) === null) return;
         indexes.push(index);
-        visible.push(hidden.has(key) ? "legendonly" : true);
+        visible.push(shownAs(trace));
       });
-      if (indexes.length) window.Plotly.restyle(gd, { visible: visible }, indexes);
+      if (!indexes.length) return;
+      var relayout = {};
+      if (gd.layout.yaxis && !gd.layout.yaxis3) {
+        var shown = gd.data.map(function (trace) {
+          return { x: trace.x, y: trace.y, meta: trace.meta, yaxis: trace.yaxis, visible: shownAs(trace) };
+        });
+        var fitted = P.fitY(shown, gd.layout.yaxis, range, gd.layout.meta);
+        if (fitted) relayout = { "yaxis.range": fitted, "yaxis.autorange": false };
+      }
+      window.Plotly.update(gd, { visible: visible }, relayout, indexes);
     });
   }
 
@@ -85,5 +106,6 @@
   }
 
   P.shareLegend = shareLegend;
+  P.legendHidden = legendHidden;
   P.legendClicks = legendClicks;
 })();

@@ -169,7 +169,9 @@
     Object.keys(layout).forEach(function (key) {
       if (!/^yaxis\d*$/.test(key) || key === "yaxis2") return;
       var id = "y" + key.slice(5);
-      var own = lines.filter(function (trace) { return (trace.yaxis || "y") === id; })
+      var own = lines.filter(function (trace) {
+        return (trace.yaxis || "y") === id && trace.visible !== "legendonly" && trace.visible !== false;
+      })
         .map(function (trace) { return { x: trace.x, y: trace.y }; });
       // The lane above the lines is kept on a single panel's axis; small multiples fill their panels.
       var fitted = key === "yaxis" && !view.multiples ? fitY(own, layout[key], range, layout.meta)
@@ -190,6 +192,7 @@
     Promise.all(S.timelines.map(function (gd) {
       var source = sources.get(gd);
       if (!source) return null;
+      P.legendHidden(source.data);
       var shown = viewOf(gd, source, range);
       var layout = shown === source ? fittedTo(gd, source.data, source.layout, range, S.commitsOf.get(gd)) : shown.layout;
       var data = shown.data.map(function (trace) { return Object.assign({}, trace); });

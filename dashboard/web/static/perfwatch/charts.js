@@ -153,6 +153,7 @@
       if (!figure) return Promise.resolve();
       hydrate(figure, payload.commits);
       S.commitsOf.set(gd, commitsIndex(payload.commits));
+      P.legendHidden(figure.data);
       figure = viewOf(gd, figure, range);
       var data = figure.data.map(function (trace) { return Object.assign({}, trace); });
       var layout = layoutOver(gd, figure, Object.assign({}, gd.layout, figure.layout, { meta: figure.layout.meta }),
