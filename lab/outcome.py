@@ -7,6 +7,8 @@ import math
 import re
 from datetime import datetime
 
+from django.db.models import Min
+
 from dashboard.benchmarks.models import Run, RunStatus, Suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEvent
 from lab.scores import GroupSeries, NotifiedGroup, Outcome, ShownInterval, TrueStep
@@ -44,6 +46,37 @@ def _judged_ranges(positions: dict[str, int]) -> dict[int, tuple[int, int]]:
         if match and match["base"][:8] in positions and match["head"][:8] in positions:
             ranges[group_id] = (positions[match["base"][:8]], positions[match["head"][:8]])
     return ranges
+
+
+def _confirmed_at() -> dict[int, datetime]:
+    """When each group was first confirmed: by its verdict, or by a search that found its culprit there."""
+    moments: dict[int, datetime] = {}
+    for group_id, at in (
+        TriageEvent.objects.filter(field="state", new_value__startswith="confirmed")
+        .order_by("pk")
+        .values_list("group_id", "created_at")
+    ):
+        moments.setdefault(group_id, at)
+    return moments
+
+
+def _measured_at(steps: tuple[TrueStep, ...]) -> dict[tuple[str, int], datetime]:
+    """When the first run of each step's suite at or after the step's commit ended."""
+    measured: dict[tuple[str, int], datetime] = {}
+    for step in steps:
+        first = (
+            Run.objects.filter(
+                suite__name=step.suite,
+                status=RunStatus.SUCCEEDED,
+                commit__position__gte=step.commit_index,
+                finished_at__isnull=False,
+            )
+            .aggregate(first=Min("finished_at"))
+            .get("first")
+        )
+        if first is not None:
+            measured[(step.suite, step.commit_index)] = first
+    return measured
 
 
 def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: float) -> Outcome:
@@ -107,9 +140,18 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
     }
     notified = []
     intervals = []
-    for group_id, state, base, head, evidence in AlertGroup.objects.exclude(
+    confirmed_at = _confirmed_at()
+    for group_id, state, base, head, evidence, created_at, changed_at in AlertGroup.objects.exclude(
         state=GroupState.SUSPECTED
-    ).values_list("pk", "state", "base_commit__position", "head_commit__position", "evidence"):
+    ).values_list(
+        "pk",
+        "state",
+        "base_commit__position",
+        "head_commit__position",
+        "evidence",
+        "created_at",
+        "state_changed_at",
+    ):
         if base is None or head is None:
             continue
         judged_base, judged_head = judged.get(group_id, (base, head))
@@ -125,6 +167,8 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
                     judged_base=judged_base,
                     judged_head=judged_head,
                     culprit_at=culprit_at.get(group_id),
+                    suspected_at=created_at,
+                    confirmed_at=confirmed_at.get(group_id, changed_at),
                 )
             )
         for verdict in (evidence or {}).get("alerts", []):
@@ -148,4 +192,5 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
         intervals=tuple(intervals),
         runs=Run.objects.filter(status=RunStatus.SUCCEEDED).count(),
         gpu_hours=gpu_hours,
+        measured_at=_measured_at(steps),
     )

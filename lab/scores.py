@@ -14,6 +14,10 @@ Pure: no Django. `lab.simulation` reads the outcome from the database into these
   over *all* steps of at least twice the noise; a step not named exactly at the end is infinite in the
   percentiles (``None`` in JSON). It is *unfinished* when no group names a culprit for it, and *named
   wrongly* when a group whose judged range held it has since named another commit.
+- **Phases.** Where the hours of a step named exactly went: from its merge to the first run of its suite
+  at or after it (*measured*), to the group that named it being suspected (detection) and confirmed
+  (verification), and to its culprit (the search); medians over the steps of at least twice the noise
+  named exactly.
 - **Isolated.** A step eight or more commits from every other step of its suite.
 - **Cost.** Every run of the history (new commits, backfill, verification, search) and its GPU-hours,
   divided by the number of steps named exactly.
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 Key = tuple[int, str]  # (concurrency, metric)
@@ -72,6 +76,8 @@ class NotifiedGroup:
     judged_base: int  # the range the verdict was made on
     judged_head: int
     culprit_at: datetime | None  # when a confirmed group first named one commit
+    suspected_at: datetime | None = None  # when detection (or a search's remainder) opened it
+    confirmed_at: datetime | None = None  # when its verdict confirmed it
 
     @property
     def culprit(self) -> int | None:
@@ -96,6 +102,11 @@ class Outcome:
     intervals: tuple[ShownInterval, ...]
     runs: int
     gpu_hours: float
+    # The first run of each step's suite at or after the step's commit ended: (suite, commit index) -> when.
+    measured_at: Mapping[tuple[str, int], datetime] = field(default_factory=dict)
+
+
+PHASES = ("measured", "suspected", "confirmed", "culprit")
 
 
 @dataclass(frozen=True)
@@ -106,12 +117,24 @@ class StepScore:
     hours: float  # math.inf unless exact
     isolated: bool
     holding: tuple[tuple[int, int, int], ...] = ()  # (group, base, head) of notified groups around it
+    # Hours from the merge to each of `PHASES` (None where unknown); empty unless exact.
+    phases: tuple[float | None, ...] = ()
 
     def line(self) -> str:
         """One line of the per-step listing."""
         step = self.step
         if self.exact:
             verdict = f"exact after {self.hours:.1f} h"
+            if self.phases:
+                verdict += (
+                    " ("
+                    + ", ".join(
+                        f"{name} {hours:.1f}"
+                        for name, hours in zip(PHASES[:-1], self.phases, strict=False)
+                        if hours is not None
+                    )
+                    + ")"
+                )
         elif self.named_wrongly:
             verdict = "named another commit"
         else:
@@ -160,7 +183,17 @@ class Scores:
             "hours_p90": _finite(quantile(hours, 0.9)),
             "gpu_hours_per_culprit": _finite(self.gpu_hours / self.culprits if self.culprits else math.inf),
             "interval_coverage_pct": _pct(self.intervals_covering, self.intervals),
+            **{f"hours_to_{name}_median": hours for name, hours in self.phase_medians().items()},
         }
+
+    def phase_medians(self) -> dict[str, float | None]:
+        """The median hours from merge to each phase, over the steps of twice the noise named exactly."""
+        found = [score for score in self.significant if score.exact and score.phases]
+        medians: dict[str, float | None] = {}
+        for index, name in enumerate(PHASES):
+            hours = sorted(h for score in found if (h := score.phases[index]) is not None)
+            medians[name] = _finite(quantile(hours, 0.5)) if hours else None
+        return medians
 
 
 def _pct(part: int, whole: int) -> float | None:
@@ -225,6 +258,19 @@ def scores_compute(outcome: Outcome) -> Scores:
             if exact
             else math.inf
         )
+        phases: tuple[float | None, ...] = ()
+        if exact:
+            first = min(naming, key=lambda group: group.culprit_at or step.merged_at)
+            moments = (
+                outcome.measured_at.get((step.suite, step.commit_index)),
+                first.suspected_at,
+                first.confirmed_at,
+                first.culprit_at,
+            )
+            phases = tuple(
+                None if moment is None else (moment - step.merged_at).total_seconds() / 3600
+                for moment in moments
+            )
         wrongly = not exact and any(
             group.culprit is not None
             and group.judged_base < step.commit_index <= group.judged_head
@@ -245,7 +291,13 @@ def scores_compute(outcome: Outcome) -> Scores:
         )
         scored.append(
             StepScore(
-                step=step, exact=exact, named_wrongly=wrongly, hours=hours, isolated=isolated, holding=holding
+                step=step,
+                exact=exact,
+                named_wrongly=wrongly,
+                hours=hours,
+                isolated=isolated,
+                holding=holding,
+                phases=phases,
             )
         )
     false_groups = tuple(

@@ -85,6 +85,7 @@ class SimulationReport:
             return "inf" if value is None else f"{value:.1f} h"
 
         culprits = max(self.scores.culprits, 1)
+        phases = self.scores.phase_medians()
         rows = [
             ("world", f"{self.world}, seed {self.seed}, {self.days} days (+{SETTLE_DAYS} to settle)"),
             ("suites, nodes", f"{self.suites} suite(s) on {self.runners} {HARDWARE} node(s) of {GPUS} GPUs"),
@@ -109,6 +110,13 @@ class SimulationReport:
             (
                 "merge -> culprit, all steps >= 2x",
                 f"median {hours(scores['hours_median'])}, p90 {hours(scores['hours_p90'])}",
+            ),
+            (
+                "merge -> each phase, found ones",
+                "medians: "
+                + ", ".join(
+                    f"{name} {'n/a' if value is None else f'{value:.1f} h'}" for name, value in phases.items()
+                ),
             ),
             (
                 "merge -> culprit, found ones",

@@ -1,6 +1,7 @@
 """Strict scores on hand-made outcomes: what counts as true, exact, unfinished and covered."""
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from lab.scores import (
@@ -76,6 +77,33 @@ def test_a_tiny_outcome_is_scored_strictly_and_unfinished_steps_are_infinite() -
     assert result["hours_p90"] is None
     assert [score.hours for score in scores.significant] == [4.0, math.inf, math.inf]
     assert result["gpu_hours_per_culprit"] == 320.0  # one culprit named exactly
+
+
+def test_the_hours_of_a_step_named_exactly_are_split_into_its_phases() -> None:
+    # Merged at hour 10, first measured at 11, suspected at 13, confirmed at 16, named at 19; a second
+    # step merged at hour 40 is named by a group whose times are unknown but its culprit's.
+    steps = (_step(10, {(16, THROUGHPUT): 0.90}), _step(40, {(16, THROUGHPUT): 0.90}))
+    timed = replace(
+        _group(1, 9, 10, _down(), hours=19),
+        suspected_at=T0 + timedelta(hours=13),
+        confirmed_at=T0 + timedelta(hours=16),
+    )
+    untimed = _group(2, 39, 40, _down(), hours=42)
+    scores = scores_compute(
+        Outcome(
+            steps=steps,
+            notified=(timed, untimed),
+            intervals=(),
+            runs=10,
+            gpu_hours=80.0,
+            measured_at={("s", 10): T0 + timedelta(hours=11)},
+        )
+    )
+
+    assert [score.phases for score in scores.steps] == [(1.0, 3.0, 6.0, 9.0), (None, None, None, 2.0)]
+    assert scores.phase_medians() == {"measured": 1.0, "suspected": 3.0, "confirmed": 6.0, "culprit": 2.0}
+    assert scores.json()["hours_to_confirmed_median"] == 6.0
+    assert "exact after 9.0 h (measured 1.0, suspected 3.0, confirmed 6.0)" in scores.steps[0].line()
 
 
 def test_a_culprit_on_another_commit_of_its_range_is_wrong_not_unfinished() -> None:

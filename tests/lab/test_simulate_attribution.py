@@ -23,6 +23,10 @@ KEYS = {
     "hours_p90",
     "gpu_hours_per_culprit",
     "interval_coverage_pct",
+    "hours_to_measured_median",
+    "hours_to_suspected_median",
+    "hours_to_confirmed_median",
+    "hours_to_culprit_median",
 }
 
 
@@ -60,6 +64,9 @@ def test_an_outside_world_plugs_in_and_its_step_is_scored() -> None:
     assert scores["false_notified_pct"] == 0.0
     assert scores["unfinished_pct"] == 0.0
     assert scores["hours_median"] is not None and scores["hours_median"] < 24
+    # Where its hours went, in order: measured, then suspected, confirmed and named.
+    phases = [scores[f"hours_to_{name}_median"] for name in ("measured", "suspected", "confirmed", "culprit")]
+    assert None not in phases and phases == sorted(phases) and phases[-1] == scores["hours_median"]
     assert any(line.startswith("world") and "two_level_world" in line for line in lines)
     assert any(line.startswith("outside-suite @30") and "exact after" in line for line in lines)
 
