@@ -34,6 +34,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import cast
 
 Key = tuple[int, str]  # (concurrency, metric)
 
@@ -252,14 +253,10 @@ def scores_compute(outcome: Outcome) -> Scores:
             if group.culprit == step.commit_index and group.culprit_at is not None and true_by(group, step)
         ]
         exact = bool(naming)
-        hours = (
-            min((group.culprit_at - step.merged_at).total_seconds() for group in naming if group.culprit_at)
-            / 3600
-            if exact
-            else math.inf
-        )
+        hours = math.inf
         phases: tuple[float | None, ...] = ()
         if exact:
+            # The group that named it first: its culprit's hours, and where they went.
             first = min(naming, key=lambda group: group.culprit_at or step.merged_at)
             moments = (
                 outcome.measured_at.get((step.suite, step.commit_index)),
@@ -271,6 +268,7 @@ def scores_compute(outcome: Outcome) -> Scores:
                 None if moment is None else (moment - step.merged_at).total_seconds() / 3600
                 for moment in moments
             )
+            hours = cast(float, phases[-1])
         wrongly = not exact and any(
             group.culprit is not None
             and group.judged_base < step.commit_index <= group.judged_head

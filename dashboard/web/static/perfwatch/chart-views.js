@@ -169,10 +169,8 @@
     Object.keys(layout).forEach(function (key) {
       if (!/^yaxis\d*$/.test(key) || key === "yaxis2") return;
       var id = "y" + key.slice(5);
-      var own = lines.filter(function (trace) {
-        return (trace.yaxis || "y") === id && trace.visible !== "legendonly" && trace.visible !== false;
-      })
-        .map(function (trace) { return { x: trace.x, y: trace.y }; });
+      var own = lines.filter(function (trace) { return (trace.yaxis || "y") === id; })
+        .map(function (trace) { return { x: trace.x, y: trace.y, visible: trace.visible }; });
       // The lane above the lines is kept on a single panel's axis; small multiples fill their panels.
       var fitted = key === "yaxis" && !view.multiples ? fitY(own, layout[key], range, layout.meta)
         : range && visibleYRange(own, layout[key], range);
