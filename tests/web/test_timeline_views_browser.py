@@ -209,6 +209,24 @@ def test_the_first_chart_s_legend_hides_a_level_in_every_chart_through_zooms_and
     assert browser.console_errors == []
 
 
+def test_a_double_click_is_read_as_one_even_when_the_first_click_s_redraw_is_slow(
+    browser, build_history
+) -> None:
+    build_history(commits=12, concurrencies=(1, 4, 16))
+    browser.open(TIMELINE)
+    first = browser.page.evaluate(LEGENDS)[0][0]
+    # A long history's redraw after the first click holds the second click back for 400 ms.
+    browser.page.evaluate(
+        """() => { const update = Plotly.update;
+          Plotly.update = function () { const until = performance.now() + 80;
+            while (performance.now() < until) {} return update.apply(this, arguments); }; }"""
+    )
+    browser.page.locator(f"[data-metric={first}] .legend .traces").filter(has_text="c=16").dblclick()
+    _wait_for_visible(browser, "c=1", "legendonly")
+    assert set(_hidden(browser).values()) == {frozenset({"c=1", "c=4"})}
+    assert browser.console_errors == []
+
+
 # Each chart's y range beside the lines it must fit: [metric, range, {level: [low, high] in view}].
 Y_FITS = """
 () => Array.from(document.querySelectorAll('[data-metric].js-plotly-plot')).map(gd => {

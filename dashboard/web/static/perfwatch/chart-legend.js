@@ -84,7 +84,9 @@
     gd.on("plotly_legendclick", function (event) {
       var key = keyOf(event.data[event.curveNumber]);
       if (key === null) return true;
-      var now = Date.now();
+      // When the click happened, not when it is handled: the first click's redraw of a long history can
+      // hold the second one back past the double-click's window.
+      var now = event.event && event.event.timeStamp ? event.event.timeStamp : window.performance.now();
       if (lastClick && lastClick.key === key && now - lastClick.time < DOUBLE_CLICK_MS) {
         var keys = everyKey();
         var before = lastClick.before;
