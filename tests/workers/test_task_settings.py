@@ -40,6 +40,14 @@ def test_the_visibility_timeout_is_minutes_and_outlasts_every_late_acknowledged_
     assert RETRY_POLICY["retry_backoff_max"] < timeout_s
 
 
+def test_a_message_of_a_vanished_worker_is_handed_out_again_soon_after_its_visibility_timeout() -> None:
+    options = app.conf.broker_transport_options
+    # Workers look for expired messages this often: the lateness of a redelivery past the timeout.
+    look_every_s = options["unacked_restore_interval"] * options["unacked_restore_throttle"]
+
+    assert look_every_s <= max(1, options["visibility_timeout"] / 10)
+
+
 def test_retries_outlast_a_database_restart() -> None:
     waits, wait = [], RETRY_POLICY["retry_backoff"]
     for _ in range(RETRY_POLICY["max_retries"]):
