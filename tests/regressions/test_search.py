@@ -194,6 +194,20 @@ def test_a_culprit_that_explains_its_whole_change_leaves_no_second_group() -> No
     assert AlertGroup.objects.count() == 1
 
 
+@pytest.mark.parametrize("seed", [5, 8])
+def test_a_wide_range_with_a_small_step_is_searched_to_its_culprit_within_the_default_cap(seed) -> None:
+    # 57 commits, each run once, and a step of two and a half times the noise near the head: halving the
+    # range takes several runs a time here. These two histories stop short of any commit after 16 runs
+    # and name the culprit (at 95 %) with 32.
+    world = World(level=_step(52, factor=0.975), benchmarked=lambda i: True, seed=seed)
+    group = world.confirmed(base=3, head=60)
+
+    world.search(group, limit=80)
+
+    assert world.range_of(group) == (51, 52)
+    assert group.evidence["search"]["culprit"] == world.commits[52].sha
+
+
 def test_the_search_stops_at_its_run_cap(settings) -> None:
     settings.PERFWATCH_SEARCH_MAX_RUNS = 2
     world = World(level=_step(33, factor=0.985), benchmarked=lambda i: not BASE < i < HEAD, seed=6)

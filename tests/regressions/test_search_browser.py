@@ -37,7 +37,7 @@ def test_the_group_page_shows_the_posterior_of_its_search(browser: BrowserPage) 
     assert [row[0] for row in rows] == [world.commits[i].sha for i in range(BASE + 1, HEAD + 1)]
     assert {row[1] for row in rows} == {"12.5 %"}
     assert rows[3][3] == "0 (+1 on the way)"
-    assert "searching: 1 of at most 16 runs" in browser.page.locator("#culprit-search").inner_text()
+    assert "searching: 1 of at most 32 runs" in browser.page.locator("#culprit-search").inner_text()
 
     # The middle commit measures as before: the posterior moves past it.
     run = Run.objects.get(status=RunStatus.QUEUED)
