@@ -1,6 +1,8 @@
 """The demo's GitHub side: tracking issue #50587 over the demo history, its PRs measured one by one."""
 
+import io
 import json
+from collections.abc import Iterator
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -9,16 +11,26 @@ from django.test import Client
 from dashboard.demo.history import HEAD_SHA_PREFIX, TRACKING_PRS
 from dashboard.github.models import PullRequest, PullRequestState, TrackingIssue
 from dashboard.github.selectors import tracking_issue_detail
+from tests.conftest import loaded_once
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def demo(capsys) -> TrackingIssue:
-    call_command("load_demo")
-    call_command("load_demo_github")
-    assert "demo tracking issue loaded: 14 PRs listed, 13 merged on main" in capsys.readouterr().out
-    return TrackingIssue.objects.get(number=50587)
+@pytest.fixture(scope="module")
+def demo(django_db_setup, django_db_blocker) -> Iterator[TrackingIssue]:
+    """The demo and its GitHub side, loaded once for the module (a dozen seconds a load)."""
+    with loaded_once(django_db_blocker):
+        call_command("load_demo", stdout=io.StringIO())
+        out = io.StringIO()
+        call_command("load_demo_github", stdout=out)
+        assert "demo tracking issue loaded: 14 PRs listed, 13 merged on main" in out.getvalue()
+        yield TrackingIssue.objects.get(number=50587)
+
+
+# First: the module's demo is loaded for the tests after it and rolled back only when they are done.
+def test_the_demo_github_side_needs_the_demo_history():
+    with pytest.raises(CommandError, match="run load_demo first"):
+        call_command("load_demo_github")
 
 
 def test_the_demo_issue_lists_the_tracking_prs_mapped_to_their_merge_commits(demo):
@@ -73,8 +85,3 @@ def test_the_demo_compares_v0_27_1_with_82a85dc1_as_design_md_does(demo, capsys)
         -83.4,
     )
     assert rows[(16, "output_throughput_tok_s")] == 180.7
-
-
-def test_the_demo_github_side_needs_the_demo_history():
-    with pytest.raises(CommandError, match="run load_demo first"):
-        call_command("load_demo_github")
