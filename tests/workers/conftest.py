@@ -88,7 +88,7 @@ def start_worker(
         return {**basics, **values, "PYTHONUNBUFFERED": "1"}
 
     def start(*, name: str, queue: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"worker-{name}.log").open("wb")
+        log = worker_log(tmp_path, name).open("wb")
         if queue.startswith("runner."):
             env = runner_environment(name, queue.removeprefix("runner."))
         else:
@@ -134,6 +134,16 @@ def start_worker(
     yield start
     for process in workers:
         worker_group_kill(process)
+
+
+def worker_log(directory: Path, name: str) -> Path:
+    """Where `start_worker` writes the output of worker `name` (`directory`: the test's tmp_path)."""
+    return directory / f"worker-{name}.log"
+
+
+def worker_ready(log: Path) -> bool:
+    """Whether the worker writing `log` has connected and is consuming."""
+    return log.exists() and "ready." in log.read_text()
 
 
 def worker_group_kill(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

@@ -3,7 +3,7 @@
 import pytest
 
 from dashboard.benchmarks.models import Runner
-from tests.workers.conftest import wait_for
+from tests.workers.conftest import wait_for, worker_log, worker_ready
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,9 +30,8 @@ def test_a_control_worker_is_not_a_runner(start_worker, tmp_path) -> None:
     start_worker(
         name="control", queue="default", extra_env={"PERFWATCH_RUNNER_NAME": "", "PERFWATCH_HEARTBEAT_S": "1"}
     )
-    log = tmp_path / "worker-control.log"
     wait_for(
-        lambda: log.exists() and "ready." in log.read_text(), timeout_s=60, what="the worker to be ready"
+        lambda: worker_ready(worker_log(tmp_path, "control")), timeout_s=60, what="the worker to be ready"
     )
     time.sleep(3)  # three heartbeat intervals: a runner would have registered by now
     assert not Runner.objects.exists()
@@ -47,7 +46,7 @@ def test_a_runner_node_that_cannot_build_environments_stops_at_start_up_saying_w
 
     worker.wait(timeout=60)
 
-    log = (tmp_path / "worker-cpu-bare.log").read_text()
+    log = worker_log(tmp_path, "cpu-bare").read_text()
     assert worker.returncode != 0
     assert "cannot build environments: no python3.99 on PATH" in log and "python3.99-venv" in log
     assert "ready." not in log

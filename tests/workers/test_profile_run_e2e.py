@@ -26,7 +26,7 @@ from dashboard.regressions.models import Alert, AlertGroup, AlertKind, GroupKind
 from dashboard.regressions.sheriff.profiles import profiles_request
 from tests.factories import CommitFactory, RepositoryFactory, RunFactory, SeriesFactory
 from tests.runners.matmuls import matmul_op
-from tests.workers.conftest import wait_for
+from tests.workers.conftest import wait_for, worker_log, worker_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(2400)]
 
@@ -56,11 +56,14 @@ def test_a_culprit_and_its_parent_are_profiled_by_real_workers_and_diffed_on_the
     )
     # Two runner nodes, as a fleet has: the culprit and its parent are profiled side by side, each run
     # still starting its own profiled server (one node would take both messages and run them in turn).
-    logs = []
-    for name in ("cpu-profile-e2e-1", "cpu-profile-e2e-2"):
+    names = ("cpu-profile-e2e-1", "cpu-profile-e2e-2")
+    for name in names:
         start_worker(name=name, queue="runner.cpu")
-        logs.append(tmp_path / f"worker-{name}.log")
-    wait_for(lambda: all("ready." in log.read_text() for log in logs), timeout_s=90, what="both workers")
+    wait_for(
+        lambda: all(worker_ready(worker_log(tmp_path, name)) for name in names),
+        timeout_s=90,
+        what="both workers",
+    )
 
     queued = profiles_request(group_id=group.pk)
     ids = [run.pk for run in queued]
