@@ -3,6 +3,7 @@ Slack-compatible webhook, and one standing in for api.github.com (which cannot b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -42,6 +43,10 @@ class _Inbox:
 @pytest.fixture
 def smtp_server() -> Iterator[tuple[str, int, _Inbox]]:
     """A real SMTP server on 127.0.0.1 (a free port) that keeps what it receives."""
+    yield from _smtp_server()
+
+
+def _smtp_server() -> Iterator[tuple[str, int, _Inbox]]:
     inbox = _Inbox()
     # aiosmtpd checks that it is up by connecting to its own port, so it needs a real one, not 0.
     with socket.socket() as probe:
@@ -132,6 +137,10 @@ def slack_webhook() -> Iterator[HttpReceiver]:
 @pytest.fixture
 def recorded_github_api() -> Iterator[HttpReceiver]:
     """FakeGitHubApi: stands in for api.github.com and answers a new issue comment the way GitHub does."""
+    yield from _github_api()
+
+
+def _github_api() -> Iterator[HttpReceiver]:
     for receiver in _http_receiver():
         receiver.response_body = lambda request: {
             "id": 1,
@@ -148,32 +157,61 @@ class Channels:
     github: HttpReceiver
     smtp_port: int
 
+    def settings(self) -> dict[str, Any]:
+        """The settings that turn every channel on, each pointing at its endpoint here."""
+        return {
+            "MAILERS": {
+                "default": {
+                    "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+                    "OPTIONS": {"host": "127.0.0.1", "port": self.smtp_port, "timeout": 5},
+                }
+            },
+            "PERFWATCH_ALERT_EMAILS": ["perf-team@example.com", "oncall@example.com"],
+            "PERFWATCH_SLACK_WEBHOOK_URL": f"{self.slack.url}/services/T000/B000/XXXX",
+            "GITHUB_TOKEN": "ghp_test_token",
+            "GITHUB_API_URL": self.github.url,
+            "PERFWATCH_NOTIFY_TIMEOUT_S": 5,
+        }
+
 
 @pytest.fixture
 def notification_channels(settings: Any, smtp_server, slack_webhook, recorded_github_api) -> Channels:
     """Every notification channel on, each pointing at its real local endpoint."""
-    host, port, inbox = smtp_server
-    settings.MAILERS = {
-        "default": {
-            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
-            "OPTIONS": {"host": host, "port": port, "timeout": 5},
-        }
-    }
-    settings.PERFWATCH_ALERT_EMAILS = ["perf-team@example.com", "oncall@example.com"]
-    settings.PERFWATCH_SLACK_WEBHOOK_URL = f"{slack_webhook.url}/services/T000/B000/XXXX"
-    settings.GITHUB_TOKEN = "ghp_test_token"
-    settings.GITHUB_API_URL = recorded_github_api.url
-    settings.PERFWATCH_NOTIFY_TIMEOUT_S = 5
-    return Channels(inbox=inbox, slack=slack_webhook, github=recorded_github_api, smtp_port=port)
+    _, port, inbox = smtp_server
+    channels = Channels(inbox=inbox, slack=slack_webhook, github=recorded_github_api, smtp_port=port)
+    for name, value in channels.settings().items():
+        setattr(settings, name, value)
+    return channels
+
+
+@contextlib.contextmanager
+def notification_endpoints() -> Iterator[Channels]:
+    """Every channel's real local endpoint, for a fixture wider than one test (`notification_channels`
+    is the one for a test); `Channels.settings()` turns them on."""
+    with (
+        contextlib.contextmanager(_smtp_server)() as (_, port, inbox),
+        contextlib.contextmanager(_http_receiver)() as slack,
+        contextlib.contextmanager(_github_api)() as github,
+    ):
+        yield Channels(inbox=inbox, slack=slack, github=github, smtp_port=port)
+
+
+@contextlib.contextmanager
+def tasks_eager() -> Iterator[None]:
+    """Tasks enqueued on commit run in this process (the real-worker tests use real workers instead)."""
+    previous = celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates
+    celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = True, False
+    try:
+        yield
+    finally:
+        celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = previous
 
 
 @pytest.fixture
 def eager_tasks() -> Iterator[None]:
-    """Tasks enqueued on commit run in this process (the real-worker tests use real workers instead)."""
-    previous = celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates
-    celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = True, False
-    yield
-    celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = previous
+    """Tasks enqueued on commit run in this process, for the test."""
+    with tasks_eager():
+        yield
 
 
 @pytest.fixture

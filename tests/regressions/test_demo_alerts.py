@@ -3,27 +3,75 @@ which stays suspected and tells no one until re-runs confirm it; its revert (PR 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.conf import settings
+from django.test import TestCase, override_settings
 
 from dashboard.benchmarks.models import Run, RunKind
-from dashboard.demo.history import DEMO_HARDWARE, DEMO_SUITE, REGRESSION_PR, REVERT_PR, demo_load
+from dashboard.demo.history import (
+    DEMO_HARDWARE,
+    DEMO_SUITE,
+    REGRESSION_PR,
+    REVERT_PR,
+    DemoOutcome,
+    demo_load,
+)
 from dashboard.demo.verification import demo_groups_verify
 from dashboard.regressions.detect.alerts import suite_detect_history
 from dashboard.regressions.models import AlertGroup, GroupKind, GroupState, Notification
 from dashboard.regressions.selectors import group_range_commits
 from dashboard.regressions.sheriff.settle import history_settle
 from dashboard.regressions.sheriff.verdicts import group_judge
+from tests.conftest import loaded_once
+from tests.regressions.conftest import Channels, notification_endpoints, tasks_eager
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(300)]
 
 
-@pytest.fixture
-def demo_detected(notification_channels, eager_tasks, django_capture_on_commit_callbacks):
-    demo_load()
-    with django_capture_on_commit_callbacks(execute=True):
-        history_settle(notify=True)
-    return notification_channels
+@pytest.fixture(scope="module")
+def demo(django_db_setup, django_db_blocker) -> Iterator[DemoOutcome]:
+    """The demo history, loaded once for the module (about ten seconds a load)."""
+    with loaded_once(django_db_blocker):
+        yield demo_load()
+
+
+@pytest.fixture(scope="module")
+def demo_detected(demo, django_db_blocker) -> Iterator[Channels]:
+    """The demo detected and settled with every channel on, once for the module: its channels hold what
+    the settling sent. A test that detects, verifies or sends again asks for channels of its own
+    (`notification_channels`), so that what it sends is not seen by another."""
+    with notification_endpoints() as channels, django_db_blocker.unblock():
+        with (
+            override_settings(**channels.settings()),
+            tasks_eager(),
+            TestCase.captureOnCommitCallbacks(execute=True),
+        ):
+            history_settle(notify=True)
+        yield channels
+
+
+# First: detection on the history as loaded, before `demo_detected` settles it for the tests after it.
+def test_every_demo_group_names_exactly_a_commit_the_generator_stepped_at(demo) -> None:
+    """The demo knows its truth: every group's range holds one commit that can change performance (the
+    others touch only docs or CI), and it is a tracking PR's merge, the regression or its revert."""
+    stepped = {step.sha: step.pr_number for step in demo.steps}
+    assert not AlertGroup.objects.exists()
+
+    suite_detect_history()
+
+    named = []
+    for group in AlertGroup.objects.select_related("base_commit", "head_commit"):
+        commits = group_range_commits(group=group)
+        candidates = [commit for commit in commits if commit.change_class != "docs_tests_ci"]
+        assert len(candidates) == 1, f"group {group.pk} holds {[c.subject for c in commits]}"
+        assert candidates[0].sha in stepped, f"group {group.pk} names {candidates[0].subject}"
+        named.append(stepped[candidates[0].sha])
+    assert len(named) == len(set(named))  # one group per change, never one per metric
+    assert {REGRESSION_PR, REVERT_PR} <= set(named)
+    # Most steps are found; the smallest PR steps may stay under the noise.
+    assert len(named) >= len(stepped) - 3
 
 
 def _groups_naming(pr_number: int) -> list[AlertGroup]:
@@ -81,9 +129,9 @@ def test_the_revert_is_an_improvement_and_improvements_send_nothing(demo_detecte
 
 
 def test_detecting_the_demo_again_creates_and_sends_nothing_new(
-    demo_detected, django_capture_on_commit_callbacks
+    demo_detected, notification_channels, eager_tasks, django_capture_on_commit_callbacks
 ) -> None:
-    channels = demo_detected
+    channels = notification_channels
     alerts_before = list(AlertGroup.objects.order_by("pk").values_list("pk", "kind", "magnitude_pct"))
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -99,31 +147,10 @@ def test_detecting_the_demo_again_creates_and_sends_nothing_new(
     )
 
 
-def test_every_demo_group_names_exactly_a_commit_the_generator_stepped_at() -> None:
-    """The demo knows its truth: every group's range holds one commit that can change performance (the
-    others touch only docs or CI), and it is a tracking PR's merge, the regression or its revert."""
-    outcome = demo_load()
-    stepped = {step.sha: step.pr_number for step in outcome.steps}
-
-    suite_detect_history()
-
-    named = []
-    for group in AlertGroup.objects.select_related("base_commit", "head_commit"):
-        commits = group_range_commits(group=group)
-        candidates = [commit for commit in commits if commit.change_class != "docs_tests_ci"]
-        assert len(candidates) == 1, f"group {group.pk} holds {[c.subject for c in commits]}"
-        assert candidates[0].sha in stepped, f"group {group.pk} names {candidates[0].subject}"
-        named.append(stepped[candidates[0].sha])
-    assert len(named) == len(set(named))  # one group per change, never one per metric
-    assert {REGRESSION_PR, REVERT_PR} <= set(named)
-    # Most steps are found; the smallest PR steps may stay under the noise.
-    assert len(named) >= len(stepped) - 3
-
-
 def test_the_demos_re_runs_confirm_the_regression_and_only_then_one_message_per_channel_goes_out(
-    demo_detected, django_capture_on_commit_callbacks
+    demo_detected, notification_channels, eager_tasks, django_capture_on_commit_callbacks
 ) -> None:
-    channels = demo_detected
+    channels = notification_channels
     group = AlertGroup.objects.get(kind=GroupKind.REGRESSION)
 
     with django_capture_on_commit_callbacks(execute=True):
