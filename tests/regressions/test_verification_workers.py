@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import signal
-import time
+import socket
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import redis
 
 from dashboard.benchmarks import runs as lifecycle
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Suite
@@ -43,6 +44,7 @@ REPORT = (
 )
 COMMITS, STEP_AT = 30, 20
 DROP = 0.85  # output throughput at every level after the step
+CONTROL_WORKER = f"control@{socket.gethostname()}"
 
 
 def _scaled(document: dict[str, Any], factor: float) -> bytes:
@@ -86,6 +88,16 @@ def _fake_gpu_cache(tmp_path: Path) -> Path:
 
 def _verification_states() -> list[str]:
     return list(Run.objects.filter(kind=RunKind.VERIFICATION).values_list("status", flat=True))
+
+
+def _control_quiet(broker: redis.Redis) -> bool:
+    """Nothing waits on the control queue and the control worker holds no task: none running, none taken
+    ahead and none waiting out a retry's countdown."""
+    if broker.llen("default"):
+        return False
+    inspect = celery_app.control.inspect(destination=[CONTROL_WORKER], limit=1, timeout=2.0)
+    held = (inspect.active(), inspect.reserved(), inspect.scheduled())
+    return all(replies is not None and not any(replies.values()) for replies in held)
 
 
 def test_repeats_confirm_a_real_step_dismiss_a_noisy_one_and_survive_a_killed_runner(
@@ -194,10 +206,20 @@ def test_repeats_confirm_a_real_step_dismiss_a_noisy_one_and_survive_a_killed_ru
     assert noisy_group.events.filter(field="state", new_value__startswith="dismissed").exists()
 
     # Told once, about the confirmed group only; judging again and sweeping again sends nothing more.
+    # Whatever they send, they queue for the control worker before their own message is acknowledged:
+    # once the control side is quiet, all of it has been sent. Quiet twice in a row, as a message popped
+    # off the queue just before one look may reach the worker only after it has answered.
     for run in verification:
         run_detect.delay(run.pk)
     verdicts_sweep.delay()
-    time.sleep(15)
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5)
+    looks: list[bool] = []
+
+    def quiet_twice() -> bool:
+        looks.append(_control_quiet(broker))
+        return looks[-2:] == [True, True]
+
+    wait_for(quiet_twice, timeout_s=120, what="the control worker to judge and sweep again")
     assert list(Notification.objects.values_list("group_id", "channel", "status")) == [
         (real_group.pk, "slack", NotificationStatus.SENT)
     ]
