@@ -18,7 +18,7 @@ from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupStat
 from dashboard.regressions.sheriff import search as search_module
 from dashboard.regressions.sheriff.posterior import Choice, two_changes
 from dashboard.regressions.sheriff.search import group_search
-from dashboard.regressions.sheriff.settle import groups_search
+from dashboard.regressions.sheriff.settle import groups_search, run_settle
 from dashboard.regressions.sheriff.verdicts import group_judge, group_verify
 from tests.conftest import DispatchLog
 from tests.factories import CommitFactory, run_with_values
@@ -220,6 +220,61 @@ def test_the_search_stops_at_its_run_cap(settings) -> None:
     assert group.evidence["search"]["stopped"] == "cap"
     assert group.events.filter(field="search", new_value__startswith="stopped after 2 runs").exists()
     assert world.range_of(group) == (BASE, HEAD)
+
+
+def test_a_search_stopped_at_its_cap_names_its_culprit_once_runs_land_in_its_range(settings) -> None:
+    settings.PERFWATCH_SEARCH_MAX_RUNS = 2
+    world = World(level=_step(33, factor=0.97), benchmarked=lambda i: not BASE < i < HEAD, seed=6)
+    group = world.confirmed()
+    world.search(group)
+    group.refresh_from_db()
+    assert group.evidence["search"]["stopped"] == "cap" and world.range_of(group) == (BASE, HEAD)
+
+    # Idle nodes backfill the range's commits, twice each: the search's own runs were spent.
+    backfill = [
+        run_with_values(
+            commit=world.commits[index], suite=world.suite, values={(16, THROUGHPUT): world.value(index)}
+        )
+        for index in range(BASE + 1, HEAD)
+        for _ in range(2)
+    ]
+    Run.objects.filter(pk__in=[run.pk for run in backfill]).update(kind=RunKind.BACKFILL)
+    run_settle(run_id=backfill[-1].pk)
+
+    assert world.range_of(group) == (32, 33)
+    assert group.evidence["search"]["culprit"] == world.commits[33].sha
+    assert group.evidence["search"]["stopped"] == "found_at_cap"
+    assert not Run.objects.filter(status=RunStatus.QUEUED, kind=RunKind.BISECTION).exists()
+
+
+def test_a_search_stopped_at_its_cap_queues_nothing_more_unless_the_cap_is_raised(settings) -> None:
+    settings.PERFWATCH_SEARCH_MAX_RUNS = 2
+    world = World(level=_step(33, factor=0.985), benchmarked=lambda i: not BASE < i < HEAD, seed=6)
+    group = world.confirmed()
+    world.search(group)
+    events = group.events.filter(field="search").count()
+
+    # One run inside the range that leaves it unsure: looked at again, nothing queued, nothing said.
+    inside = run_with_values(
+        commit=world.commits[35], suite=world.suite, values={(16, THROUGHPUT): world.value(35)}
+    )
+    run_settle(run_id=inside.pk)
+    group.refresh_from_db()
+    assert group.evidence["search"]["stopped"] == "cap" and world.range_of(group) == (BASE, HEAD)
+    assert not Run.objects.filter(status=RunStatus.QUEUED, kind=RunKind.BISECTION).exists()
+    assert group.events.filter(field="search").count() == events
+    page = Client().get(f"/alerts/{group.pk}/").content.decode()
+    assert "stopped at its cap of 2 runs" in page and "a run that lands in its range still counts" in page
+
+    # A higher cap: the next run there goes on with the search.
+    settings.PERFWATCH_SEARCH_MAX_RUNS = 16
+    again = run_with_values(
+        commit=world.commits[31], suite=world.suite, values={(16, THROUGHPUT): world.value(31)}
+    )
+    run_settle(run_id=again.pk)
+    group.refresh_from_db()
+    assert "stopped" not in group.evidence["search"]
+    assert Run.objects.filter(status=RunStatus.QUEUED, kind=RunKind.BISECTION).count() == 1
 
 
 def test_regressions_are_searched_before_improvements() -> None:

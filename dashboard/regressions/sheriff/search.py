@@ -184,6 +184,33 @@ def groups_searching(*, suite_id: int | None = None, hardware_class: str | None 
     return [pk for _, _, pk in sorted(wanted)]
 
 
+def groups_at_cap_around(*, run_id: int) -> list[int]:
+    """Confirmed, open groups of the run's suite and hardware class whose search stopped at its run cap
+    and whose range holds the run's commit inside it: the run may be what names their culprit."""
+    run = (
+        Run.objects.filter(pk=run_id, status=RunStatus.SUCCEEDED)
+        .values("suite_id", "hardware_class", "commit__position")
+        .first()
+    )
+    if run is None or run["commit__position"] is None:
+        return []
+    alerts = Alert.objects.filter(
+        series__suite_id=run["suite_id"], series__hardware_class=run["hardware_class"]
+    )
+    return list(
+        AlertGroup.objects.filter(
+            pk__in=alerts.values("group_id"),
+            state=GroupState.CONFIRMED,
+            status__in=SEARCHED_STATUSES,
+            evidence__search__stopped="cap",
+            base_commit__position__lt=run["commit__position"],
+            head_commit__position__gt=run["commit__position"],
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
 def _series_sigma(group: AlertGroup, series: Sequence[Series]) -> dict[int, float]:
     """Each series' run-to-run noise: what its verification found, or else its recent history's."""
     cached = group.evidence.get("search", {}).get("sigma", {})
@@ -426,7 +453,18 @@ def group_search(*, group_id: int) -> SearchStep:
             search["onset"] = "checked"
             _evidence_save(group, search)
             onset = (group.base_commit, group.head_commit)
-        if search.get("stopped") or group.head_commit.position - group.base_commit.position <= 1:
+        cap = settings.PERFWATCH_SEARCH_MAX_RUNS
+        # A search stopped at its cap is looked at again when a run lands inside its range (a backfill,
+        # another group's search): it names its culprit once the runs there make one commit likely
+        # enough, and it goes on searching if the cap has since been raised. It queues no more search runs,
+        # only the runs a culprit needs at its boundary before it is named, as any search spent at its cap.
+        at_cap = search.get("stopped") == "cap"
+        if at_cap and int(search.get("runs_queued", 0)) < cap:
+            del search["stopped"]
+            at_cap = False
+        if (
+            search.get("stopped") and not at_cap
+        ) or group.head_commit.position - group.base_commit.position <= 1:
             if onset is None:
                 return SearchStep()
             found, beside_runs = beside_check(
@@ -456,7 +494,6 @@ def group_search(*, group_id: int) -> SearchStep:
         prior = prior_weights(docs_only=[c.change_class == ChangeClass.DOCS_TESTS_CI for c in commits[1:]])
         view = _posteriors(pairs=pairs, prior=prior, length=length)
         probabilities = view.shown
-        cap = settings.PERFWATCH_SEARCH_MAX_RUNS
         search.update(
             {
                 "base": commits[0].sha,
@@ -471,7 +508,7 @@ def group_search(*, group_id: int) -> SearchStep:
             }
         )
         best = view.culprit
-        spent = search["runs_queued"] >= cap and not any(pair.searching for pair in pairs)
+        spent = at_cap or (search["runs_queued"] >= cap and not any(pair.searching for pair in pairs))
         stopped = "found"
         # Runs at three levels: the range read as two changes guides the next run and may name the larger.
         two = _two_changes_read(pairs=pairs, prior=prior) if best is None and view.consistent else None
@@ -583,14 +620,15 @@ def group_search(*, group_id: int) -> SearchStep:
             top = int(np.argmax(probabilities))
             search["stopped"] = "cap"
             _evidence_save(group, search)
-            TriageEvent.objects.create(
-                group=group,
-                field="search",
-                new_value=(
-                    f"stopped after {search['runs_queued']} runs (the cap): "
-                    f"{commits[top + 1].short_sha} is likeliest at {probabilities[top]:.0%}"
-                ),
-            )
+            if not at_cap:
+                TriageEvent.objects.create(
+                    group=group,
+                    field="search",
+                    new_value=(
+                        f"stopped after {search['runs_queued']} runs (the cap): "
+                        f"{commits[top + 1].short_sha} is likeliest at {probabilities[top]:.0%}"
+                    ),
+                )
         else:
             # Half the cap spent without a culprit: where the runs sit at three levels, the rest of them
             # go where they tell the two changes apart.

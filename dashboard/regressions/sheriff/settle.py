@@ -6,6 +6,7 @@ runs.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db.models import Q
@@ -25,7 +26,7 @@ from dashboard.regressions.models import Alert, AlertGroup, GroupState
 from dashboard.regressions.notifications import notifications_schedule
 from dashboard.regressions.sheriff.beside import beside_check, groups_beside_waiting
 from dashboard.regressions.sheriff.recheck import outliers_recheck
-from dashboard.regressions.sheriff.search import group_search, groups_searching
+from dashboard.regressions.sheriff.search import group_search, groups_at_cap_around, groups_searching
 from dashboard.regressions.sheriff.verdicts import group_judge, group_verify, groups_verify
 
 logger = logging.getLogger(__name__)
@@ -35,13 +36,15 @@ def run_settle(*, run_id: int) -> DetectionOutcome:
     """Everything a stored run sets off: detection around its commit, more runs of the outlier commits
     beside it, verification of the groups it found, the verdicts it completes, the next step of every
     culprit search of its suite and hardware class (the run may lie inside a range or beside one, where
-    it refines a side's level), and the suite's next runs."""
+    it refines a side's level), a second look at the searches stopped at their run cap whose range holds
+    it, and the suite's next runs."""
     outcome = run_detect(run_id=run_id)
     outliers_recheck(outliers=outcome.outliers)
     groups_verify(group_ids=outcome.group_ids)
     run_verdicts(run_id=run_id)
     run = Run.objects.select_related("suite").get(pk=run_id)
     groups_search(suite_id=run.suite_id, hardware_class=run.hardware_class)
+    groups_search(group_ids=groups_at_cap_around(run_id=run_id))
     # The node that ran it takes its next run now rather than at the scheduler's next beat.
     if run.source == Run.Source.RUNNER and not run.suite.installs_releases:
         runs_schedule(suite=run.suite, hardware_class=run.hardware_class)
@@ -70,11 +73,16 @@ def run_verdicts(*, run_id: int) -> list[int]:
     return ends
 
 
-def groups_search(*, suite_id: int | None = None, hardware_class: str | None = None) -> list[Run]:
-    """The next step of every open culprit search (of one suite and hardware class, or all), the most
-    urgent kind of change first; the suspected groups a found culprit leaves are verified."""
+def groups_search(
+    *, suite_id: int | None = None, hardware_class: str | None = None, group_ids: Sequence[int] | None = None
+) -> list[Run]:
+    """The next step of every open culprit search (of one suite and hardware class, or all; or of
+    `group_ids`), the most urgent kind of change first; the suspected groups a found culprit leaves are
+    verified."""
     queued: list[Run] = []
-    for group_id in groups_searching(suite_id=suite_id, hardware_class=hardware_class):
+    if group_ids is None:
+        group_ids = groups_searching(suite_id=suite_id, hardware_class=hardware_class)
+    for group_id in group_ids:
         step = group_search(group_id=group_id)
         queued.extend(step.queued)
         queued.extend(groups_verify(group_ids=step.opened))
