@@ -30,7 +30,7 @@ from tests.factories import CommitFactory, RunFactory
 from tests.regressions.conftest import noisy
 from tests.runners.conftest import RUNNER_FIXTURES
 from tests.runners.test_pipeline import fake_env_install, suite_without_local_model
-from tests.workers.conftest import wait_for, worker_group_kill
+from tests.workers.conftest import wait_for, worker_group_kill, workers_quiet
 from workers.celery import app as celery_app
 from workers.tasks import run_detect, verdicts_sweep
 
@@ -88,16 +88,6 @@ def _fake_gpu_cache(tmp_path: Path) -> Path:
 
 def _verification_states() -> list[str]:
     return list(Run.objects.filter(kind=RunKind.VERIFICATION).values_list("status", flat=True))
-
-
-def _control_quiet(broker: redis.Redis) -> bool:
-    """Nothing waits on the control queue and the control worker holds no task: none running, none taken
-    ahead and none waiting out a retry's countdown."""
-    if broker.llen("default"):
-        return False
-    inspect = celery_app.control.inspect(destination=[CONTROL_WORKER], limit=1, timeout=2.0)
-    held = (inspect.active(), inspect.reserved(), inspect.scheduled())
-    return all(replies is not None and not any(replies.values()) for replies in held)
 
 
 def test_repeats_confirm_a_real_step_dismiss_a_noisy_one_and_survive_a_killed_runner(
@@ -216,7 +206,7 @@ def test_repeats_confirm_a_real_step_dismiss_a_noisy_one_and_survive_a_killed_ru
     looks: list[bool] = []
 
     def quiet_twice() -> bool:
-        looks.append(_control_quiet(broker))
+        looks.append(workers_quiet(broker, names=[CONTROL_WORKER]))
         return looks[-2:] == [True, True]
 
     wait_for(quiet_twice, timeout_s=120, what="the control worker to judge and sweep again")

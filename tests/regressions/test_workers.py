@@ -5,6 +5,7 @@ or a message."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections import Counter
 from typing import Any, cast
@@ -20,7 +21,7 @@ from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupStat
 from dashboard.regressions.selectors import group_range_commits
 from tests.factories import CommitFactory
 from tests.regressions.conftest import noisy
-from tests.workers.conftest import wait_for
+from tests.workers.conftest import wait_for, workers_quiet
 from workers.celery import app as celery_app
 from workers.tasks import run_detect
 
@@ -29,6 +30,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 SUITE, HARDWARE = "kimi-k3-8k1k", "b300"
 BASELINE, AFTER_STEP = 36, 14
 STEP = 0.92  # output throughput falls by 8 % at every level
+CONTROL_NAMES = ("control-1", "control-2")
+CONTROL_WORKERS = [f"{name}@{socket.gethostname()}" for name in CONTROL_NAMES]
 
 
 def _report(document: dict[str, Any], *, factor: float) -> bytes:
@@ -50,14 +53,6 @@ def _ingest(raw: bytes, commit: Commit) -> int:
         connection.close()  # this thread's own connection
 
 
-def _idle(client: redis.Redis) -> bool:
-    """Nothing queued, nothing reserved (detection is acknowledged late) and no worker busy."""
-    if client.llen("default") or client.hlen("unacked"):
-        return False
-    active = celery_app.control.inspect(timeout=1.0).active() or {}
-    return len(active) == 2 and not any(active.values())
-
-
 def test_concurrent_ingests_on_two_real_workers_never_duplicate_alerts(
     start_worker, slack_webhook, seed_scaled_report: bytes
 ) -> None:
@@ -66,7 +61,7 @@ def test_concurrent_ingests_on_two_real_workers_never_duplicate_alerts(
         "PERFWATCH_ALERT_EMAILS": "",
         "GITHUB_TOKEN": "",
     }
-    for name in ("control-1", "control-2"):
+    for name in CONTROL_NAMES:
         start_worker(name=name, queue="default", extra_env=worker_env)
     wait_for(lambda: len(celery_app.control.ping(timeout=1.0) or []) == 2, timeout_s=90, what="two workers")
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5)
@@ -99,7 +94,12 @@ def test_concurrent_ingests_on_two_real_workers_never_duplicate_alerts(
         thread.join(timeout=120)
     for run_id in run_ids:
         run_detect.delay(run_id)
-    wait_for(lambda: _idle(broker), timeout_s=300, what="the workers to finish", interval_s=2)
+    wait_for(
+        lambda: workers_quiet(broker, names=CONTROL_WORKERS),
+        timeout_s=300,
+        what="the workers to finish",
+        interval_s=2,
+    )
 
     # One run per report; detection may also queue a bisection run in a range whose reports were arriving.
     assert Run.objects.filter(source=Run.Source.INGEST).count() == BASELINE + AFTER_STEP

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ import redis
 from django.conf import settings
 
 from runners.node_setup import NODE_OPTIONAL_VARIABLES
+from workers.celery import app as celery_app
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER_ENV_HEADER = "# /etc/perfwatch/runner.env"
@@ -144,6 +145,19 @@ def worker_log(directory: Path, name: str) -> Path:
 def worker_ready(log: Path) -> bool:
     """Whether the worker writing `log` has connected and is consuming."""
     return log.exists() and "ready." in log.read_text()
+
+
+def workers_quiet(broker: redis.Redis, *, names: Sequence[str], queue: str = "default") -> bool:
+    """Nothing waits on `queue`, and every named worker (its `--hostname`, ``name@host``) answers holding no
+    task: none running, none taken ahead (a message taken but not yet acknowledged), none waiting out a
+    retry's countdown. Other workers' messages (a runner's, held unacknowledged) do not count."""
+    if broker.llen(queue):
+        return False
+    inspect = celery_app.control.inspect(destination=list(names), timeout=2.0)
+    held = (inspect.active(), inspect.reserved(), inspect.scheduled())
+    return all(
+        replies is not None and len(replies) == len(names) and not any(replies.values()) for replies in held
+    )
 
 
 def worker_group_kill(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

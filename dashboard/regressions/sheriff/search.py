@@ -184,27 +184,20 @@ def groups_searching(*, suite_id: int | None = None, hardware_class: str | None 
     return [pk for _, _, pk in sorted(wanted)]
 
 
-def groups_at_cap_around(*, run_id: int) -> list[int]:
-    """Confirmed, open groups of the run's suite and hardware class whose search stopped at its run cap
-    and whose range holds the run's commit inside it: the run may be what names their culprit."""
-    run = (
-        Run.objects.filter(pk=run_id, status=RunStatus.SUCCEEDED)
-        .values("suite_id", "hardware_class", "commit__position")
-        .first()
-    )
-    if run is None or run["commit__position"] is None:
+def groups_at_cap_around(*, suite_id: int, hardware_class: str, position: int | None) -> list[int]:
+    """Confirmed, open groups of a suite and hardware class whose search stopped at its run cap and whose
+    range holds the commit at `position` inside it: a run there may be what names their culprit."""
+    if position is None:
         return []
-    alerts = Alert.objects.filter(
-        series__suite_id=run["suite_id"], series__hardware_class=run["hardware_class"]
-    )
+    alerts = Alert.objects.filter(series__suite_id=suite_id, series__hardware_class=hardware_class)
     return list(
         AlertGroup.objects.filter(
             pk__in=alerts.values("group_id"),
             state=GroupState.CONFIRMED,
             status__in=SEARCHED_STATUSES,
             evidence__search__stopped="cap",
-            base_commit__position__lt=run["commit__position"],
-            head_commit__position__gt=run["commit__position"],
+            base_commit__position__lt=position,
+            head_commit__position__gt=position,
         )
         .order_by("pk")
         .values_list("pk", flat=True)
@@ -458,13 +451,11 @@ def group_search(*, group_id: int) -> SearchStep:
         # another group's search): it names its culprit once the runs there make one commit likely
         # enough, and it goes on searching if the cap has since been raised. It queues no more search runs,
         # only the runs a culprit needs at its boundary before it is named, as any search spent at its cap.
-        at_cap = search.get("stopped") == "cap"
-        if at_cap and int(search.get("runs_queued", 0)) < cap:
+        if search.get("stopped") == "cap" and int(search.get("runs_queued", 0)) < cap:
             del search["stopped"]
-            at_cap = False
-        if (
-            search.get("stopped") and not at_cap
-        ) or group.head_commit.position - group.base_commit.position <= 1:
+        at_cap = search.get("stopped") == "cap"
+        finished = search.get("stopped") is not None and not at_cap
+        if finished or group.head_commit.position - group.base_commit.position <= 1:
             if onset is None:
                 return SearchStep()
             found, beside_runs = beside_check(

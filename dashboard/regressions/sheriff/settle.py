@@ -42,9 +42,14 @@ def run_settle(*, run_id: int) -> DetectionOutcome:
     outliers_recheck(outliers=outcome.outliers)
     groups_verify(group_ids=outcome.group_ids)
     run_verdicts(run_id=run_id)
-    run = Run.objects.select_related("suite").get(pk=run_id)
+    run = Run.objects.select_related("suite", "commit").get(pk=run_id)
     groups_search(suite_id=run.suite_id, hardware_class=run.hardware_class)
-    groups_search(group_ids=groups_at_cap_around(run_id=run_id))
+    if run.status == RunStatus.SUCCEEDED:
+        searches_step(
+            group_ids=groups_at_cap_around(
+                suite_id=run.suite_id, hardware_class=run.hardware_class, position=run.commit.position
+            )
+        )
     # The node that ran it takes its next run now rather than at the scheduler's next beat.
     if run.source == Run.Source.RUNNER and not run.suite.installs_releases:
         runs_schedule(suite=run.suite, hardware_class=run.hardware_class)
@@ -73,15 +78,16 @@ def run_verdicts(*, run_id: int) -> list[int]:
     return ends
 
 
-def groups_search(
-    *, suite_id: int | None = None, hardware_class: str | None = None, group_ids: Sequence[int] | None = None
-) -> list[Run]:
-    """The next step of every open culprit search (of one suite and hardware class, or all; or of
-    `group_ids`), the most urgent kind of change first; the suspected groups a found culprit leaves are
-    verified."""
+def groups_search(*, suite_id: int | None = None, hardware_class: str | None = None) -> list[Run]:
+    """The next step of every open culprit search (of one suite and hardware class, or all), the most
+    urgent kind of change first."""
+    return searches_step(group_ids=groups_searching(suite_id=suite_id, hardware_class=hardware_class))
+
+
+def searches_step(*, group_ids: Sequence[int]) -> list[Run]:
+    """The next step of the culprit search of each of `group_ids`, in turn; the suspected groups a found
+    culprit leaves are verified, and a suite that changed elsewhere starts its own search at once."""
     queued: list[Run] = []
-    if group_ids is None:
-        group_ids = groups_searching(suite_id=suite_id, hardware_class=hardware_class)
     for group_id in group_ids:
         step = group_search(group_id=group_id)
         queued.extend(step.queued)
