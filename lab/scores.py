@@ -6,8 +6,9 @@ Pure: no Django. `lab.simulation` reads the outcome from the database into these
   true only when its culprit (one commit), or while it is still a range its range ``(base, head]``,
   holds a step of one of its suites that moves one of the group's series in the direction of that
   series' alert by at least the series' minimum change (the product's threshold resolution). A gradual
-  step spread over ``span`` commits counts with the part of it that lies inside (``factor ** (commits
-  inside / span)``).
+  step spread over ``span`` commits is held whole by a culprit at its first commit (the commit *exact*
+  names for it) and otherwise counts with the part of it that lies inside (``factor ** (commits inside /
+  span)``): a culprit on a later commit of it, or a range holding only some of it.
 - **Exact.** A step is named exactly when a notified group's culprit is the step's commit (a gradual
   change's first commit) and that group is true by this step.
 - **Hours.** From the step's merge to the moment its exact culprit was first named by a confirmed group,
@@ -225,8 +226,12 @@ def true_by(group: NotifiedGroup, step: TrueStep) -> bool:
     """Whether `step` makes `group` true: inside its culprit (or range), moving one of its series its way
     by at least that series' minimum change."""
     culprit = group.culprit
-    base, head = (culprit - 1, culprit) if culprit is not None else (group.base, group.head)
-    moves = moves_inside(step, base=base, head=head)
+    if culprit is not None and culprit == step.commit_index:
+        # A step's commit holds it whole: for a gradual change that is its first commit, as exact has it.
+        moves = dict(step.moves)
+    else:
+        base, head = (culprit - 1, culprit) if culprit is not None else (group.base, group.head)
+        moves = moves_inside(step, base=base, head=head)
     for series in group.series:
         if series.suite != step.suite:
             continue

@@ -149,6 +149,22 @@ def test_a_gradual_change_is_exact_at_its_first_commit_only() -> None:
     assert math.isclose(moves_inside(steps[0], base=39, head=40)[(16, THROUGHPUT)], 0.88 ** (1 / 3))
 
 
+def test_a_gradual_change_named_at_its_first_commit_counts_whole_even_when_each_commit_moves_little() -> None:
+    # -5.4 % over three commits: -1.8 % each, below the 2 % minimum change, -5.4 % in all.
+    steps = (_step(40, {(16, THROUGHPUT): 0.946}, span=3),)
+
+    def scored(base: int, head: int):
+        notified = (_group(1, base, head, _down(), hours=45),)
+        return scores_compute(Outcome(steps=steps, notified=notified, intervals=(), runs=1, gpu_hours=8))
+
+    first, later, wider = scored(39, 40), scored(40, 41), scored(39, 42)
+    assert (first.json()["exact_pct"], first.false_notified) == (100.0, 0)
+    # A later commit of it holds only its part, below the minimum: neither exact nor true.
+    assert (later.json()["exact_pct"], later.false_notified) == (0.0, 1)
+    # A range holding all three commits holds it whole.
+    assert wider.false_notified == 0
+
+
 def test_isolated_steps_are_eight_commits_from_any_other_of_their_suite() -> None:
     steps = (
         _step(10, {(16, THROUGHPUT): 0.9}),
