@@ -17,6 +17,7 @@ from django.db.models.functions import DenseRank
 from dashboard.benchmarks.columns import commit_values
 from dashboard.benchmarks.models import (
     HEADLINE_METRICS,
+    WHOLE_RUN,
     Commit,
     Measurement,
     Run,
@@ -193,17 +194,25 @@ def _pairs_summarised(*, among: Sequence[PairKey]) -> list[OverviewPair]:
 
 def suites_overview(*, pairs: Sequence[OverviewPair] | None = None) -> list[SuiteOverview]:
     """For each of `pairs` (default: every suite and hardware class with data), in their order: latest
-    headline values. A fixed number of queries."""
+    headline values, and the suite's whole-run headline (such as a load curve's capacity) where it has
+    one. A fixed number of queries."""
     pairs = overview_pairs() if pairs is None else pairs
     newest = _newest_on_main(pairs=pairs)
     # The latest commit's value is the median of all its succeeded runs, as on every other page.
     samples: dict[tuple[int, str], dict[tuple[str, int], list[float]]] = defaultdict(
         lambda: defaultdict(list)
     )
+    # A suite whose headline is a whole-run figure (a load curve's capacity) has that at level 0 too.
+    whole_run = {
+        metric
+        for pair in pairs
+        if isinstance(metric := (pair.suite.benchmark_settings or {}).get("headline_metric"), str)
+    } - set(HEADLINE_METRICS)
     rows = (
         Measurement.objects.filter(
+            Q(series__metric__in=HEADLINE_METRICS)
+            | Q(series__metric__in=whole_run, series__concurrency=WHOLE_RUN),
             run_id__in=[pk for found in newest.values() for pk in found.run_ids],
-            series__metric__in=HEADLINE_METRICS,
         )
         .values_list("run__suite_id", "run__hardware_class", "series__metric", "series__concurrency", "value")
         .order_by()

@@ -10,7 +10,7 @@ from django.utils.http import urlencode
 
 from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.metrics import MetricDisplay, metric_display
-from dashboard.benchmarks.models import HEADLINE_METRICS
+from dashboard.benchmarks.models import HEADLINE_METRICS, WHOLE_RUN
 from dashboard.benchmarks.overview_selectors import PairKey, SparklineSeries, SuiteOverview
 from dashboard.benchmarks.selectors import MeasurementRow
 from dashboard.benchmarks.statistics import commit_value
@@ -156,6 +156,8 @@ class OverviewCard:
     commit_href: str  # the latest commit's page
     open_regressions: int  # open regression groups with an alert on this suite and hardware class
     alerts_href: str  # the alerts list of this suite and hardware class
+    # The suite's whole-run headline (label, value with its unit), such as a load curve's capacity.
+    whole_run: tuple[tuple[str, str], ...] = ()
 
 
 def _sparkline(series: SparklineSeries | None, element_id: str) -> Sparkline | None:
@@ -249,7 +251,13 @@ def overview_cards(
     once rather than once a card (hundreds of cards)."""
     cards = []
     for overview in overviews:
-        levels = sorted({concurrency for _, concurrency in overview.latest_values})
+        levels = sorted({concurrency for _, concurrency in overview.latest_values} - {WHOLE_RUN})
+        whole_run = tuple(
+            (display.label, f"{display.format(value)} {display.unit}".strip())
+            for (metric, concurrency), value in sorted(overview.latest_values.items())
+            if concurrency == WHOLE_RUN
+            for display in [metric_display(metric=metric)]
+        )
         rows = tuple(
             LevelRow(
                 concurrency=concurrency,
@@ -264,6 +272,7 @@ def overview_cards(
             OverviewCard(
                 overview=overview,
                 rows=rows,
+                whole_run=whole_run,
                 sparkline=_sparkline(series, f"sparkline-{overview.suite.pk}-{overview.hardware_class}"),
                 timeline_href=f"{suite_url(overview.suite.name)}?{query}",
                 commit_href=commit_url(latest.sha) if latest else "",

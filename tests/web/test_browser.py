@@ -194,6 +194,23 @@ def test_overview_draws_a_sparkline_per_suite(browser, build_history) -> None:
     assert browser.console_errors == []
 
 
+def test_overview_cards_side_by_side_show_every_column_without_scrolling(browser, build_history) -> None:
+    build_history(commits=3)
+    build_history(commits=3, suite=SuiteFactory(name="kimi-k3-dcp-120k", hardware_class="b300"))
+    browser.open("/")
+    cards = browser.page.evaluate(
+        """() => Array.from(document.querySelectorAll('.overview-card')).map(card => {
+          const wrap = card.querySelector('.table-wrap');
+          return [Math.round(card.getBoundingClientRect().top), wrap.scrollWidth - wrap.clientWidth,
+                  wrap.querySelectorAll('thead th').length];
+        })"""
+    )
+    # Two cards a row, at their narrowest: every headline column shows, nothing hidden behind a scrollbar.
+    assert len(cards) == 2 and cards[0][0] == cards[1][0]
+    assert [overflow for _, overflow, _ in cards] == [0, 0]
+    assert all(columns == 1 + len(HEADLINE_METRICS) for _, _, columns in cards)
+
+
 def test_demo_timeline_screenshot(browser, settings, tmp_path) -> None:
     settings.PERFWATCH_DEMO = True
     for command in ("load_demo", "load_demo_github", "detect_alerts"):  # what `make demo` loads

@@ -272,6 +272,34 @@ def test_overview_lists_each_suite_and_hardware_with_latest_values_and_a_sparkli
     assert f'href="/commits/{commits[-1].sha}/"' in html
 
 
+def test_a_load_curve_suites_card_shows_its_capacity_instead_of_an_empty_table(client, build_history) -> None:
+    build_history(commits=2)
+    sweep = cast(
+        Suite,
+        SuiteFactory(
+            name="tiny-llama-cpu-sweep",
+            hardware_class="cpu",
+            concurrencies=[],
+            benchmark_settings={"profile": "sweep", "headline_metric": "capacity_req_s"},
+        ),
+    )
+    # Its runs hold a capacity for the whole run and per-level figures of no fixed concurrency.
+    run_with_values(commit=cast(Commit, CommitFactory()), suite=sweep, values={(0, "capacity_req_s"): 7.8412})
+
+    response = client.get("/")
+
+    cards = {card.overview.suite.name: card for card in response.context["cards"]}
+    assert cards["tiny-llama-cpu-sweep"].rows == ()
+    assert cards["tiny-llama-cpu-sweep"].whole_run == (("Capacity at the objectives", "7.84 req/s"),)
+    # A suite of fixed levels keeps its table and shows no whole-run figure.
+    assert cards["kimi-k3-8k1k"].whole_run == () and len(cards["kimi-k3-8k1k"].rows) == 3
+    html = response.content.decode()
+    sweep_card = html[html.index(">tiny-llama-cpu-sweep<") :]
+    sweep_card = sweep_card[: sweep_card.index("</section>")]
+    assert "<dt>Capacity at the objectives</dt><dd>7.84 req/s</dd>" in sweep_card
+    assert "<table" not in sweep_card
+
+
 def test_overview_query_count_does_not_grow_with_suites_or_commits(
     client, build_history, django_assert_num_queries
 ) -> None:
