@@ -115,8 +115,8 @@ def change_points_detect(
     sums = _Sums.of(values=cleaned, weights=weights)
 
     threshold = THRESHOLD_FACTOR * np.sqrt(2.0 * np.log(cleaned.size))
-    intervals = _seeded_intervals(length=cleaned.size)
-    boundaries = _boundaries_find(sums=sums, intervals=intervals, inflation=1.0, threshold=threshold)
+    maxima = _layer_maxima(sums=sums)
+    boundaries = _boundaries_find(sums=sums, maxima=maxima, inflation=1.0, threshold=threshold)
 
     autocorrelation = 0.0
     for _ in range(AUTOCORRELATION_ROUNDS):
@@ -129,9 +129,7 @@ def change_points_detect(
         # MAD of differences estimates σ·√(1-ρ) under AR(1) noise; the long-run standard deviation that
         # governs segment means is σ·√((1+ρ)/(1-ρ)) = that estimate · √(1+ρ)/(1-ρ).
         inflation = np.sqrt(1.0 + autocorrelation) / (1.0 - autocorrelation)
-        boundaries = _boundaries_find(
-            sums=sums, intervals=intervals, inflation=inflation, threshold=threshold
-        )
+        boundaries = _boundaries_find(sums=sums, maxima=maxima, inflation=inflation, threshold=threshold)
 
     # Centring keeps the running sums of squares in the t-test free of cancellation.
     tests = _SegmentTests(
@@ -253,20 +251,24 @@ def _geometry_for(*, length: int) -> tuple[_LayerGeometry, ...]:
     return tuple(geometry)
 
 
-def _narrowest_over_threshold(
-    *, sums: _Sums, intervals: Sequence[_Intervals], inflation: float, threshold: float
-) -> list[int]:
-    """Boundaries picked by narrowest-over-threshold among the seeded intervals, sorted."""
+@dataclass(frozen=True)
+class _LayerMaxima:
+    """Each interval of a layer with its best split and that split's contrast before inflation: which
+    split is best does not depend on the inflation, so the rounds of `change_points_detect` share them."""
+
+    starts: npt.NDArray[np.int64]
+    ends: npt.NDArray[np.int64]
+    splits: npt.NDArray[np.int64]
+    contrasts: FloatArray
+    cut_short: npt.NDArray[np.bool_]
+
+
+def _layer_maxima(*, sums: _Sums) -> tuple[_LayerMaxima, ...]:
     length = sums.weight.size - 1
-    candidate_starts: list[npt.NDArray[np.int64]] = []
-    candidate_ends: list[npt.NDArray[np.int64]] = []
-    candidate_splits: list[npt.NDArray[np.int64]] = []
-    candidate_scores: list[FloatArray] = []
-    for layer, geometry in zip(intervals, _geometry_for(length=length), strict=True):
+    maxima = []
+    for layer, geometry in zip(_seeded_intervals(length=length), _geometry_for(length=length), strict=True):
         splits = geometry.splits
-        cusum = (
-            sums.contrast(starts=layer.starts[:, None], splits=splits, ends=layer.ends[:, None]) / inflation
-        )
+        cusum = sums.contrast(starts=layer.starts[:, None], splits=splits, ends=layer.ends[:, None])
         best = np.argmax(cusum, axis=1)
         rows = geometry.rows
         # A maximum on the last allowed split inside the series means the change may lie just outside
@@ -274,11 +276,33 @@ def _narrowest_over_threshold(
         cut_short = ((best == 0) & (layer.starts > 0)) | (
             (best == geometry.last_offset) & (layer.ends < length)
         )
-        over = (cusum[rows, best] > threshold) & ~cut_short
+        maxima.append(
+            _LayerMaxima(
+                starts=layer.starts,
+                ends=layer.ends,
+                splits=splits[rows, best],
+                contrasts=cusum[rows, best],
+                cut_short=cut_short,
+            )
+        )
+    return tuple(maxima)
+
+
+def _narrowest_over_threshold(
+    *, maxima: Sequence[_LayerMaxima], inflation: float, threshold: float
+) -> list[int]:
+    """Boundaries picked by narrowest-over-threshold among the seeded intervals, sorted."""
+    candidate_starts: list[npt.NDArray[np.int64]] = []
+    candidate_ends: list[npt.NDArray[np.int64]] = []
+    candidate_splits: list[npt.NDArray[np.int64]] = []
+    candidate_scores: list[FloatArray] = []
+    for layer in maxima:
+        scores = layer.contrasts / inflation
+        over = (scores > threshold) & ~layer.cut_short
         candidate_starts.append(layer.starts[over])
         candidate_ends.append(layer.ends[over])
-        candidate_splits.append(splits[rows, best][over])
-        candidate_scores.append(cusum[rows, best][over])
+        candidate_splits.append(layer.splits[over])
+        candidate_scores.append(scores[over])
     if not candidate_starts:
         return []
     starts_all = np.concatenate(candidate_starts)
@@ -299,11 +323,9 @@ def _narrowest_over_threshold(
 
 
 def _boundaries_find(
-    *, sums: _Sums, intervals: Sequence[_Intervals], inflation: float, threshold: float
+    *, sums: _Sums, maxima: Sequence[_LayerMaxima], inflation: float, threshold: float
 ) -> list[int]:
-    chosen = _narrowest_over_threshold(
-        sums=sums, intervals=intervals, inflation=inflation, threshold=threshold
-    )
+    chosen = _narrowest_over_threshold(maxima=maxima, inflation=inflation, threshold=threshold)
     rescanned = _segments_rescan(sums=sums, boundaries=chosen, inflation=inflation, threshold=threshold)
     return _boundaries_refine(sums=sums, boundaries=rescanned)
 
