@@ -260,8 +260,10 @@ def _side_medians(signal: FloatArray) -> tuple[npt.NDArray[np.int64], FloatArray
     compact = signal[present]
     padded = np.concatenate((np.full(NEIGHBOURS, np.nan), compact, np.full(NEIGHBOURS, np.nan)))
     windows = np.lib.stride_tricks.sliding_window_view(padded, NEIGHBOURS)
-    before = _window_nanmedians(windows[: compact.size])
-    after = _window_nanmedians(windows[NEIGHBOURS + 1 : NEIGHBOURS + 1 + compact.size])
+    # A point's side after is the window that starts NEIGHBOURS + 1 later: one pass gives both sides.
+    medians = _window_nanmedians(windows)
+    before = medians[: compact.size]
+    after = medians[NEIGHBOURS + 1 : NEIGHBOURS + 1 + compact.size]
     return present, before, after
 
 

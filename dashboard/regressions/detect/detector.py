@@ -159,10 +159,12 @@ class _Sums:
 
     def contrast(self, *, starts: Positions, splits: Positions, ends: Positions) -> FloatArray:
         """|mean after − mean before| of each split in standard errors (the weighted CUSUM statistic)."""
-        left_weight = self.weight[splits] - self.weight[starts]
-        right_weight = self.weight[ends] - self.weight[splits]
-        left_mean = (self.value[splits] - self.value[starts]) / left_weight
-        right_mean = (self.value[ends] - self.value[splits]) / right_weight
+        # The sums at the splits are gathered once: the splits are most of the work (a layer's every split).
+        weight_at, value_at = self.weight[splits], self.value[splits]
+        left_weight = weight_at - self.weight[starts]
+        right_weight = self.weight[ends] - weight_at
+        left_mean = (value_at - self.value[starts]) / left_weight
+        right_mean = (self.value[ends] - value_at) / right_weight
         return np.asarray(
             np.abs(left_mean - right_mean) / np.sqrt(1.0 / left_weight + 1.0 / right_weight), dtype=np.float64
         )
