@@ -179,6 +179,13 @@ class Suite(models.Model):
             return None
 
     @property
+    def headline_metric(self) -> str | None:
+        """The metric the suite's settings name as its headline (a load curve's capacity), if any: its
+        timeline draws it first and its overview card shows it."""
+        metric = (self.benchmark_settings or {}).get("headline_metric")
+        return metric if isinstance(metric, str) and metric else None
+
+    @property
     def installs_releases(self) -> bool:
         """A release suite installs versions, not commits: it cannot bisect or follow main."""
         return self.install_method == InstallMethod.PYPI_RELEASE

@@ -203,11 +203,9 @@ def suites_overview(*, pairs: Sequence[OverviewPair] | None = None) -> list[Suit
         lambda: defaultdict(list)
     )
     # A suite whose headline is a whole-run figure (a load curve's capacity) has that at level 0 too.
-    whole_run = {
-        metric
-        for pair in pairs
-        if isinstance(metric := (pair.suite.benchmark_settings or {}).get("headline_metric"), str)
-    } - set(HEADLINE_METRICS)
+    whole_run = {metric for pair in pairs if (metric := pair.suite.headline_metric) is not None} - set(
+        HEADLINE_METRICS
+    )
     rows = (
         Measurement.objects.filter(
             Q(series__metric__in=HEADLINE_METRICS)

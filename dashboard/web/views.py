@@ -150,7 +150,7 @@ def _timeline_context(
     levels = tuple(level for level in facet.concurrencies if level != WHOLE_RUN) if facet else ()
     metrics = timeline_metrics(
         statistic=filters.statistic,
-        headline=(suite.benchmark_settings or {}).get("headline_metric"),
+        headline=suite.headline_metric,
         available=selectors.suite_metrics(suite=suite, hardware_class=filters.hardware_class),
     )
     return {

@@ -336,3 +336,21 @@ def test_demo_banner_shows_only_in_demo_mode(client, settings) -> None:
     assert "Demo data" not in client.get("/").content.decode()
     settings.PERFWATCH_DEMO = True
     assert "Demo data" in client.get("/").content.decode()
+
+
+def test_a_headline_setting_that_names_no_metric_is_ignored_by_the_timeline_and_the_overview(
+    client, build_history
+) -> None:
+    # Settings are free JSON (the admin edits them): a headline that is not a metric's name is no headline.
+    build_history(commits=2)
+    suite = Suite.objects.get(name="kimi-k3-8k1k")
+    suite.benchmark_settings = {"headline_metric": {"name": "capacity_req_s"}}
+    suite.save(update_fields=["benchmark_settings"])
+
+    timeline = client.get(f"/suites/{suite.name}/")
+    overview = client.get("/")
+
+    # A dict as the first chart's metric was a server error (an unhashable metric name).
+    assert timeline.status_code == 200 and overview.status_code == 200
+    assert timeline.context["charts"][0]["display"].key == "output_throughput_tok_s"
+    assert Suite(benchmark_settings={"headline_metric": "capacity_req_s"}).headline_metric == "capacity_req_s"
