@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dashboard.benchmarks.compare import CompareRow, MetricColumn, compare_rows
 from dashboard.benchmarks.metrics import metric_display
@@ -84,17 +84,24 @@ class ScopeStatistics:
     noise: dict[tuple[int, str], NoiseEstimate]
     suite_id: int = 0
     settings: tuple[DetectionSetting, ...] = ()
+    # Each metric's minimum change, resolved on first use: a tracking page judges thousands of changes
+    # of a few metrics.
+    _min_changes: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def change(
         self, *, concurrency: int, metric: str, before: Sequence[float], after: Sequence[float]
     ) -> ChangeEstimate:
+        minimum = self._min_changes.get(metric)
+        if minimum is None:
+            minimum = threshold_resolve(
+                metric=metric, suite_id=self.suite_id, rows=self.settings
+            ).min_relative_change
+            self._min_changes[metric] = minimum
         return change_estimate(
             before=before,
             after=after,
             noise=self.noise.get((concurrency, metric)),
-            min_relative_change=threshold_resolve(
-                metric=metric, suite_id=self.suite_id, rows=self.settings
-            ).min_relative_change,
+            min_relative_change=minimum,
         )
 
 
