@@ -70,11 +70,8 @@ class ImpactRow:
         if not self.scope_rows:
             return SafeString("")
         if self.ambiguous:
-            others = (
-                f": {', '.join(f'#{number}' for number in self.other_pull_numbers)}"
-                if (self.other_pull_numbers)
-                else ""
-            )
+            numbers = ", ".join(f"#{number}" for number in self.other_pull_numbers)
+            others = f": {numbers}" if numbers else ""
             plural = "" if self.other_commits == 1 else "s"
             verdict = format_html(
                 '<span class="pill ambiguous" title="{} other commit{} in this range may have changed '

@@ -225,14 +225,12 @@ class _Prepared:
             noise = None
             # Local: a stretch of doubled noise is judged on its own noise, a quiet one on its own.
             local, unbiased = local_scales_both(signal[counted])
-            scales[counted] = local
-            interval_scales[counted] = unbiased
-            if not (np.all(local > 0.0) and np.all(unbiased > 0.0)):
-                # The whole series' noise where a stretch has none (read only then: a rescan prepares
-                # every series of every window).
-                overall = noise_from_values(values[counted]).sigma if counted.any() else 0.0
-                scales[counted] = np.where(local > 0.0, local, overall)
-                interval_scales[counted] = np.where(unbiased > 0.0, unbiased, overall)
+            # The whole series' noise where a stretch has none, read only then: a rescan prepares every
+            # series of every window.
+            stands_in = counted.any() and not (np.all(local > 0.0) and np.all(unbiased > 0.0))
+            overall = noise_from_values(values[counted]).sigma if stands_in else 0.0
+            scales[counted] = np.where(local > 0.0, local, overall)
+            interval_scales[counted] = np.where(unbiased > 0.0, unbiased, overall)
         # The median of the counted scales, as np.nanmedian gives it without its masked-array path.
         sigma = float(np.median(scales[counted])) if counted.any() else 0.0
         sides = _side_medians(signal)
