@@ -35,7 +35,7 @@ help:
 	@echo "make demo   serve the dashboard with demo data at http://$(HOST):$(PORT) (SQLite, no services)"
 	@echo "make test   lint, type-check and run every test (starts PostgreSQL and Redis if needed)"
 	@echo "make test-fast   the edit loop: every test but the end-to-end and browser ones, no lint"
-	@echo "make simulate   benchmark the verdict loop on a simulated vLLM (SEED=, DAYS=, SUITES=, WORLD=module:callable, JSON=1)"
+	@echo "make simulate   benchmark the verdict loop on a simulated vLLM (SEED=, DAYS=, SUITES=, WORLD=module:callable, JSON=1; SEEDS=aims: seeds 1,11,23,31,47 against the aims)"
 	@echo "make bench      build a year of history in PostgreSQL (once) and measure pages, ingest and detection"
 	@echo "make plotly-bundle   fetch the vendored plotly.js bundle again from npm and check its sha256"
 
@@ -96,7 +96,7 @@ test-fast: $(BIN)/.installed services
 simulate: $(BIN)/.installed
 	DATABASE_URL=sqlite:///:memory: $(BIN)/python manage.py simulate_attribution \
 		--seed $(or $(SEED),1) --days $(or $(DAYS),14) --suites $(or $(SUITES),3) \
-		--world $(or $(WORLD),lab.worlds:vllm_world) $(if $(JSON),--json)
+		--world $(or $(WORLD),lab.worlds:vllm_world) $(if $(JSON),--json) $(if $(SEEDS),--seeds $(SEEDS))
 
 # The dataset is built once per version in its own database and reused by later runs.
 bench: $(BIN)/.installed services browser

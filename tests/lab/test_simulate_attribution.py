@@ -12,6 +12,8 @@ import pytest
 from lab.worlds import vllm_world
 
 ROOT = Path(__file__).resolve().parents[2]
+# Two days of one suite in a world from outside the project: a 15 % drop on 1 % noise.
+OUTSIDE_WORLD = ("--world", "tests.lab.outside_world:two_level_world", "--days", "2", "--suites", "1")
 KEYS = {
     "steps",
     "steps_2x",
@@ -46,16 +48,7 @@ def _simulate(*arguments: str) -> list[str]:
 
 
 def test_an_outside_world_plugs_in_and_its_step_is_scored() -> None:
-    lines = _simulate(
-        "--world",
-        "tests.lab.outside_world:two_level_world",
-        "--days",
-        "2",
-        "--suites",
-        "1",
-        "--steps",
-        "--json",
-    )
+    lines = _simulate(*OUTSIDE_WORLD, "--steps", "--json")
     scores = json.loads(lines[-1])
     assert set(scores) == KEYS
     assert scores["steps"] == 1
@@ -79,10 +72,11 @@ def test_the_projects_own_world_prints_every_score_as_the_last_line() -> None:
     assert len(per_node) == 2 and all(int(count.rstrip(",")) > 0 for count in per_node)  # both nodes work
 
 
-def test_a_world_that_is_not_module_colon_callable_is_refused() -> None:
+def _refused(*arguments: str) -> str:
+    """The error a refused command line prints."""
     environment = {**os.environ, "DATABASE_URL": "sqlite:///:memory:", "PYTHONPATH": str(ROOT)}
     finished = subprocess.run(
-        [sys.executable, "manage.py", "simulate_attribution", "--world", "lab.worlds"],
+        [sys.executable, "manage.py", "simulate_attribution", *arguments],
         cwd=ROOT,
         env=environment,
         capture_output=True,
@@ -91,7 +85,11 @@ def test_a_world_that_is_not_module_colon_callable_is_refused() -> None:
         check=False,
     )
     assert finished.returncode != 0
-    assert "MODULE:CALLABLE" in finished.stderr
+    return finished.stderr
+
+
+def test_a_world_that_is_not_module_colon_callable_is_refused() -> None:
+    assert "MODULE:CALLABLE" in _refused("--world", "lab.worlds")
 
 
 def test_the_projects_world_keeps_the_contract() -> None:
@@ -177,3 +175,18 @@ def test_a_run_measures_the_same_noise_whatever_ran_before_it() -> None:
     alone = second_run_at_7([])
     assert second_run_at_7([(3, 1), (7, 1), (9, 1), (9, 2)]) == alone
     assert world.measure(suite, 7, 0, _run_stream(5, "measure", suite, 7, 1)) != alone
+
+
+def test_several_seeds_run_in_their_own_processes_and_are_judged_against_the_aims() -> None:
+    lines = _simulate(*OUTSIDE_WORLD, "--seeds", "3,4", "--json")
+    by_seed = json.loads(lines[-1])
+    assert set(by_seed) == {"3", "4"} and all(set(scores) == KEYS for scores in by_seed.values())
+    header = next(line for line in lines if line.startswith("aim"))
+    assert header.split()[1:5] == ["seed", "3", "seed", "4"]
+    exact = next(line for line in lines if line.startswith("exact culprit, steps >= 2x"))
+    assert exact.endswith(" met")  # a 15 % drop on 1 % noise is named exactly on both seeds
+    assert any(line.endswith("aims met over 2 seed(s)") for line in lines)
+
+
+def test_seeds_that_are_not_integers_are_refused() -> None:
+    assert "comma-separated integers" in _refused("--seeds", "1,x")

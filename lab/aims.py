@@ -1,0 +1,121 @@
+"""The culprit search's measured aims over several simulated histories, as one table: each seed's scores
+and, per aim, whether it is met.
+
+Pure: it reads the JSON line `simulate_attribution --json` prints for each seed (`Scores.json`). The aims
+are those the culprit-search issue checks on seeds 1, 11, 23, 31 and 47 (three suites, 14 days):
+
+- exact culprits for at least 90 % of the steps of twice the noise or more, as the median over the seeds,
+  and no seed below 80 %;
+- at least 95 % of the isolated steps named exactly, on every seed;
+- at most 2 % false notified groups, at most 5 % unfinished steps, a median merge -> culprit of at most
+  8 hours and a p90 of at most 24 hours over all steps (infinite while any step that counts is
+  unfinished), and 95 % intervals holding the truth 93-97 % of the time: on every seed.
+
+A seed whose score is missing (null: nothing to count, or infinite hours) fails an aim that needs it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+Scores = Mapping[str, float | int | None]
+
+DEFAULT_SEEDS = (1, 11, 23, 31, 47)
+
+
+@dataclass(frozen=True)
+class Aim:
+    key: str
+    label: str
+    goal: str
+    met: Callable[[list[float | None]], bool]
+
+
+def _every(test: Callable[[float], bool]) -> Callable[[list[float | None]], bool]:
+    return lambda values: bool(values) and all(value is not None and test(value) for value in values)
+
+
+def _median_and_floor(median: float, floor: float) -> Callable[[list[float | None]], bool]:
+    def met(values: list[float | None]) -> bool:
+        if not values or any(value is None for value in values):
+            return False
+        present = [value for value in values if value is not None]
+        return statistics.median(present) >= median and min(present) >= floor
+
+    return met
+
+
+AIMS: tuple[Aim, ...] = (
+    Aim("exact_pct", "exact culprit, steps >= 2x (%)", "median >= 90, each >= 80", _median_and_floor(90, 80)),
+    Aim("exact_isolated_pct", "exact culprit, isolated (%)", ">= 95", _every(lambda v: v >= 95)),
+    Aim("false_notified_pct", "false notified groups (%)", "<= 2", _every(lambda v: v <= 2)),
+    Aim("unfinished_pct", "unfinished (%)", "<= 5", _every(lambda v: v <= 5)),
+    Aim("hours_median", "merge -> culprit, median (h)", "<= 8", _every(lambda v: v <= 8)),
+    Aim("hours_p90", "merge -> culprit, p90 (h)", "<= 24", _every(lambda v: v <= 24)),
+    Aim(
+        "interval_coverage_pct",
+        "95 % intervals holding the truth (%)",
+        "93-97",
+        _every(lambda v: 93 <= v <= 97),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class AimResult:
+    aim: Aim
+    values: list[float | None]
+    met: bool
+
+
+def aims_judge(scores: Mapping[int, Scores]) -> list[AimResult]:
+    """Each aim over the seeds' scores, in seed order."""
+    seeds = sorted(scores)
+    results = []
+    for aim in AIMS:
+        values = [_number(scores[seed].get(aim.key)) for seed in seeds]
+        results.append(AimResult(aim=aim, values=values, met=aim.met(values)))
+    return results
+
+
+def aims_table(scores: Mapping[int, Scores], *, failed: Sequence[str] = ()) -> str:
+    """The seeds' scores as a text table, one row per aim with its goal and verdict, then the seeds that
+    gave no scores (`failed`, each with its reason)."""
+    seeds = sorted(scores)
+    results = aims_judge(scores)
+    header = ["aim", *(f"seed {seed}" for seed in seeds), "goal", "verdict"]
+    rows = [
+        [
+            result.aim.label,
+            *(_cell(value) for value in result.values),
+            result.aim.goal,
+            "met" if result.met else "NOT MET",
+        ]
+        for result in results
+    ]
+    rows.append(["steps >= 2x (all steps)", *(_steps(scores[seed]) for seed in seeds), "", ""])
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    met = sum(result.met for result in results)
+    lines.append(f"{met} of {len(results)} aims met over {len(seeds)} seed(s)")
+    lines.extend(f"no scores: {reason}" for reason in failed)
+    return "\n".join(lines)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _cell(value: float | None) -> str:
+    return "inf/none" if value is None else f"{value:.1f}"
+
+
+def _steps(scores: Scores) -> str:
+    return f"{scores.get('steps_2x')} ({scores.get('steps')})"

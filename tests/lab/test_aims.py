@@ -1,0 +1,54 @@
+"""The aims table over several seeds: the exact-culprit aim is a median with a floor, every other aim holds
+on every seed, and a missing (infinite) score fails the aim that needs it."""
+
+from collections.abc import Mapping
+
+from lab.aims import Scores, aims_judge, aims_table
+
+GOOD = {
+    "steps": 40,
+    "steps_2x": 30,
+    "exact_pct": 92.0,
+    "exact_isolated_pct": 100.0,
+    "false_notified_pct": 0.0,
+    "unfinished_pct": 3.0,
+    "hours_median": 6.0,
+    "hours_p90": 20.0,
+    "interval_coverage_pct": 95.0,
+}
+
+
+def _verdicts(scores: Mapping[int, Scores]) -> dict[str, bool]:
+    return {result.aim.key: result.met for result in aims_judge(scores)}
+
+
+def test_every_aim_is_met_when_every_seed_meets_it() -> None:
+    assert all(_verdicts({1: GOOD, 2: GOOD, 3: GOOD}).values())
+
+
+def test_the_exact_aim_is_the_median_over_the_seeds_with_a_floor() -> None:
+    # One seed at 85 % leaves the median at 92 %: met. One at 79 % is below the floor: not met.
+    assert _verdicts({1: {**GOOD, "exact_pct": 85.0}, 2: GOOD, 3: GOOD})["exact_pct"]
+    assert not _verdicts({1: {**GOOD, "exact_pct": 79.0}, 2: GOOD, 3: GOOD})["exact_pct"]
+    # Two of three at 88 % put the median below 90 %.
+    assert not _verdicts({1: {**GOOD, "exact_pct": 88.0}, 2: {**GOOD, "exact_pct": 88.0}, 3: GOOD})[
+        "exact_pct"
+    ]
+
+
+def test_one_seed_failing_fails_the_other_aims_and_infinite_hours_fail() -> None:
+    verdicts = _verdicts({1: {**GOOD, "false_notified_pct": 2.5, "hours_p90": None}, 2: GOOD})
+    assert not verdicts["false_notified_pct"] and not verdicts["hours_p90"]
+    assert verdicts["hours_median"] and verdicts["unfinished_pct"]
+    assert not _verdicts({1: {**GOOD, "interval_coverage_pct": 92.7}})["interval_coverage_pct"]
+    assert not _verdicts({1: {**GOOD, "interval_coverage_pct": 97.5}})["interval_coverage_pct"]
+
+
+def test_the_table_shows_each_seed_the_goal_and_the_verdict() -> None:
+    table = aims_table({31: {**GOOD, "hours_p90": None}, 1: GOOD}, failed=["seed 11: stopped after 3600 s"])
+    lines = table.splitlines()
+    assert lines[0].split()[:5] == ["aim", "seed", "1", "seed", "31"]
+    p90 = next(line for line in lines if line.startswith("merge -> culprit, p90"))
+    assert "20.0" in p90 and "inf/none" in p90 and p90.endswith("NOT MET")
+    assert "6 of 7 aims met over 2 seed(s)" in lines
+    assert lines[-1] == "no scores: seed 11: stopped after 3600 s"
