@@ -39,9 +39,9 @@ def _every(test: Callable[[float], bool]) -> Callable[[list[float | None]], bool
 
 def _median_and_floor(median: float, floor: float) -> Callable[[list[float | None]], bool]:
     def met(values: list[float | None]) -> bool:
-        if not values or any(value is None for value in values):
-            return False
         present = [value for value in values if value is not None]
+        if not values or len(present) < len(values):
+            return False
         return statistics.median(present) >= median and min(present) >= floor
 
     return met

@@ -18,15 +18,21 @@ Scoring is `lab.scores` (strict: see its docstring); this module reads the outco
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db.models import F
 
 from dashboard.benchmarks.models import Commit, Run, Runner, RunStatus, Suite
@@ -46,6 +52,8 @@ RUN_MINUTES, RUN_SPREAD_MINUTES = 25.0, 5.0
 SCHEDULER_PERIOD = timedelta(minutes=5)  # the beat period of runs_schedule
 SWEEP_PERIOD = timedelta(minutes=15)  # the beat period of the verdicts sweep
 SETTLE_DAYS = 1  # simulated after the last commit, so that late changes can be judged
+# One seed of 14 days takes 2-8 minutes on a 2-core machine; a child past this is stopped and reported.
+SEED_TIMEOUT_S = 3600
 
 
 @dataclass(frozen=True)
@@ -356,3 +364,66 @@ def _culprits_note(culprit_at: dict[int, datetime], now: datetime) -> None:
         .values_list("pk", flat=True)
     ):
         culprit_at[group_id] = now
+
+
+def simulation_seeds_run(
+    *,
+    seeds: Sequence[int],
+    days: int,
+    suites: int,
+    world_name: str,
+    jobs: int,
+    progress: Callable[[str], None] = lambda line: None,
+) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    """Each seed simulated in its own process and throwaway in-memory database, `jobs` at a time: the
+    scores (`Scores.json`) of every seed that gave them, and for each that did not, why."""
+    started = time.monotonic()
+
+    def one(seed: int) -> tuple[dict[str, Any] | None, str]:
+        result, reason = _seed_simulate(seed=seed, days=days, suites=suites, world_name=world_name)
+        progress(f"  seed {seed}: {reason or 'scored'} ({time.monotonic() - started:.0f} s)")
+        return result, reason
+
+    scores: dict[int, dict[str, Any]] = {}
+    failed: list[str] = []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for seed, (result, reason) in zip(seeds, pool.map(one, seeds), strict=True):
+            if result is None:
+                failed.append(f"seed {seed}: {reason}")
+            else:
+                scores[seed] = result
+    return scores, failed
+
+
+def _seed_simulate(
+    *, seed: int, days: int, suites: int, world_name: str
+) -> tuple[dict[str, Any] | None, str]:
+    """One seed through `simulate_attribution --json` in a child process: its scores, or why none."""
+    command = [
+        sys.executable,
+        str(Path(settings.BASE_DIR) / "manage.py"),
+        "simulate_attribution",
+        f"--seed={seed}",
+        f"--days={days}",
+        f"--suites={suites}",
+        f"--world={world_name}",
+        "--json",
+    ]
+    environment = {**os.environ, "DATABASE_URL": "sqlite:///:memory:"}
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=SEED_TIMEOUT_S, env=environment, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"stopped after {SEED_TIMEOUT_S} s"
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        return None, f"exit status {done.returncode}: {tail[0][:300]}"
+    try:
+        result = json.loads(lines[-1])
+    except ValueError:
+        return None, f"its last line is not JSON: {lines[-1][:300]}"
+    if not isinstance(result, dict):
+        return None, "its last line is not a JSON object"
+    return result, ""

@@ -2,25 +2,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from lab.aims import DEFAULT_SEEDS, aims_table
-from lab.simulation import simulation_run
+from lab.simulation import simulation_run, simulation_seeds_run
 from lab.worlds import WorldInvalid, world_load
 
 DEFAULT_WORLD = "lab.worlds:vllm_world"
-# One seed of 14 days takes 2-8 minutes on a 2-core machine; a child past this is stopped and reported.
-SEED_TIMEOUT_S = 3600
 
 
 class Command(BaseCommand):
@@ -105,22 +96,14 @@ class Command(BaseCommand):
         if not 1 <= options["jobs"] <= 16:
             raise CommandError("--jobs must be between 1 and 16")
         self.stdout.write(f"simulating seeds {', '.join(map(str, seeds))}, {options['jobs']} at a time ...")
-        started = time.monotonic()
-        scores: dict[int, dict[str, Any]] = {}
-        failed: list[str] = []
-
-        def one(seed: int) -> tuple[int, dict[str, Any] | None, str]:
-            outcome = _seed_simulate(seed=seed, options=options)
-            line = f"  seed {seed}: {outcome[1] or 'scored'} ({time.monotonic() - started:.0f} s)"
-            self.stdout.write(line)
-            return seed, outcome[0], outcome[1]
-
-        with ThreadPoolExecutor(max_workers=options["jobs"]) as pool:
-            for seed, result, reason in pool.map(one, seeds):
-                if result is None:
-                    failed.append(f"seed {seed}: {reason}")
-                else:
-                    scores[seed] = result
+        scores, failed = simulation_seeds_run(
+            seeds=seeds,
+            days=options["days"],
+            suites=options["suites"],
+            world_name=options["world"],
+            jobs=options["jobs"],
+            progress=lambda line: self.stdout.write(line),
+        )
         if not scores:
             raise CommandError("no seed gave scores: " + "; ".join(failed))
         self.stdout.write(aims_table(scores, failed=failed))
@@ -128,35 +111,3 @@ class Command(BaseCommand):
             self.stdout.write(
                 json.dumps({str(seed): scores[seed] for seed in sorted(scores)}, allow_nan=False)
             )
-
-
-def _seed_simulate(*, seed: int, options: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """One seed in its own process and throwaway in-memory database: its scores, or why there are none."""
-    command = [
-        sys.executable,
-        str(Path(settings.BASE_DIR) / "manage.py"),
-        "simulate_attribution",
-        f"--seed={seed}",
-        f"--days={options['days']}",
-        f"--suites={options['suites']}",
-        f"--world={options['world']}",
-        "--json",
-    ]
-    environment = {**os.environ, "DATABASE_URL": "sqlite:///:memory:"}
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=SEED_TIMEOUT_S, env=environment, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"stopped after {SEED_TIMEOUT_S} s"
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        return None, f"exit status {done.returncode}: {tail[0][:300]}"
-    try:
-        result = json.loads(lines[-1])
-    except ValueError:
-        return None, f"its last line is not JSON: {lines[-1][:300]}"
-    if not isinstance(result, dict):
-        return None, "its last line is not a JSON object"
-    return result, ""
