@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,9 @@ class SimulationReport:
     groups_suspected: int
     scores: Scores
     wall_s: float
+    # Hours from queued to started of the runs that ran, by kind ("verification in spare time" for a run
+    # queued beyond its suite's budget): (runs, median, p90).
+    waits: dict[str, tuple[int, float, float]] = field(default_factory=dict)
 
     def json_line(self) -> str:
         return json.dumps(self.scores.json(), allow_nan=False)
@@ -137,6 +140,10 @@ class SimulationReport:
             (
                 "95 % intervals holding the truth",
                 share(self.scores.intervals_covering, self.scores.intervals),
+            ),
+            *(
+                (f"queued -> started, {label}", f"{count} runs: median {median:.1f} h, p90 {p90:.1f} h")
+                for label, (count, median, p90) in sorted(self.waits.items())
             ),
             ("simulated in", f"{self.wall_s:.0f} s"),
         ]
@@ -278,8 +285,14 @@ def simulation_run(
                 next_report += timedelta(days=1)
         outcome = outcome_read(world=world, culprit_at=culprit_at, gpu_hours=node_seconds / 3600 * GPUS)
     runs_by_kind: dict[str, int] = {}
-    for kind in Run.objects.filter(status=RunStatus.SUCCEEDED).values_list("kind", flat=True):
+    waited: dict[str, list[float]] = {}
+    for kind, spare_time, queued_at, started_at in Run.objects.filter(status=RunStatus.SUCCEEDED).values_list(
+        "kind", "spare_time", "queued_at", "started_at"
+    ):
         runs_by_kind[kind] = runs_by_kind.get(kind, 0) + 1
+        if queued_at is not None and started_at is not None:
+            label = f"{kind} in spare time" if spare_time else kind
+            waited.setdefault(label, []).append((started_at - queued_at).total_seconds() / 3600)
     states = dict.fromkeys(GroupState.values, 0)
     for state in AlertGroup.objects.values_list("state", flat=True):
         states[state] += 1
@@ -301,6 +314,10 @@ def simulation_run(
         groups_suspected=states[GroupState.SUSPECTED],
         scores=scores_compute(outcome),
         wall_s=time.monotonic() - started,
+        waits={
+            label: (len(hours), quantile(sorted(hours), 0.5), quantile(sorted(hours), 0.9))
+            for label, hours in waited.items()
+        },
     )
 
 

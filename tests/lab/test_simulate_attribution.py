@@ -62,6 +62,14 @@ def test_an_outside_world_plugs_in_and_its_step_is_scored() -> None:
     assert None not in phases and phases == sorted(phases) and phases[-1] == scores["hours_median"]
     assert any(line.startswith("world") and "two_level_world" in line for line in lines)
     assert any(line.startswith("outside-suite @30") and "exact after" in line for line in lines)
+    # Where runs waited for a node, by kind: the new commits' runs and the drop's verification repeats.
+    waits = {
+        line.split(",", 1)[1].split("  ")[0].strip(): line
+        for line in lines
+        if line.startswith("queued -> started, ")
+    }
+    assert {"routine", "verification"} <= set(waits)
+    assert all(" runs: median " in line and " h, p90 " in line for line in waits.values())
 
 
 def test_the_projects_own_world_prints_every_score_as_the_last_line() -> None:
