@@ -284,15 +284,7 @@ def simulation_run(
                 progress(_progress_line(clock.now, start, arrived, started))
                 next_report += timedelta(days=1)
         outcome = outcome_read(world=world, culprit_at=culprit_at, gpu_hours=node_seconds / 3600 * GPUS)
-    runs_by_kind: dict[str, int] = {}
-    waited: dict[str, list[float]] = {}
-    for kind, spare_time, queued_at, started_at in Run.objects.filter(status=RunStatus.SUCCEEDED).values_list(
-        "kind", "spare_time", "queued_at", "started_at"
-    ):
-        runs_by_kind[kind] = runs_by_kind.get(kind, 0) + 1
-        if queued_at is not None and started_at is not None:
-            label = f"{kind} in spare time" if spare_time else kind
-            waited.setdefault(label, []).append((started_at - queued_at).total_seconds() / 3600)
+    runs_by_kind, waits = _runs_tally()
     states = dict.fromkeys(GroupState.values, 0)
     for state in AlertGroup.objects.values_list("state", flat=True):
         states[state] += 1
@@ -314,11 +306,27 @@ def simulation_run(
         groups_suspected=states[GroupState.SUSPECTED],
         scores=scores_compute(outcome),
         wall_s=time.monotonic() - started,
-        waits={
-            label: (len(hours), quantile(sorted(hours), 0.5), quantile(sorted(hours), 0.9))
-            for label, hours in waited.items()
-        },
+        waits=waits,
     )
+
+
+def _runs_tally() -> tuple[dict[str, int], dict[str, tuple[int, float, float]]]:
+    """The runs that ran, counted by kind, and how long they waited from queued to started by kind (spare
+    time apart): (runs, median hours, p90 hours)."""
+    runs_by_kind: Counter[str] = Counter()
+    waited: dict[str, list[float]] = {}
+    for kind, spare_time, queued_at, started_at in Run.objects.filter(status=RunStatus.SUCCEEDED).values_list(
+        "kind", "spare_time", "queued_at", "started_at"
+    ):
+        runs_by_kind[kind] += 1
+        if queued_at is not None and started_at is not None:
+            label = f"{kind} in spare time" if spare_time else kind
+            waited.setdefault(label, []).append((started_at - queued_at).total_seconds() / 3600)
+    waits = {}
+    for label, hours in waited.items():
+        hours.sort()
+        waits[label] = (len(hours), quantile(hours, 0.5), quantile(hours, 0.9))
+    return dict(runs_by_kind), waits
 
 
 def _commit_store(*, repository: Any, commit: Any, position: int) -> None:
