@@ -96,7 +96,8 @@ test-fast: $(BIN)/.installed services
 simulate: $(BIN)/.installed
 	DATABASE_URL=sqlite:///:memory: $(BIN)/python manage.py simulate_attribution \
 		--seed $(or $(SEED),1) --days $(or $(DAYS),14) --suites $(or $(SUITES),3) \
-		--world $(or $(WORLD),lab.worlds:vllm_world) $(if $(JSON),--json) $(if $(SEEDS),--seeds $(SEEDS))
+		--world $(or $(WORLD),lab.worlds:vllm_world) $(if $(JSON),--json) $(if $(EXPLAIN),--explain) \
+		$(if $(SEEDS),--seeds $(SEEDS))
 
 # The dataset is built once per version in its own database and reused by later runs.
 bench: $(BIN)/.installed services browser

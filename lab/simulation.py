@@ -38,6 +38,7 @@ from django.db.models import F
 from dashboard.benchmarks.models import Commit, Run, Runner, RunStatus, Suite
 from dashboard.benchmarks.subjects import ChangeClass, change_class_from_paths, subject_pr_number
 from dashboard.regressions.models import AlertGroup, GroupState
+from lab.explain import steps_explain
 from lab.outcome import outcome_read
 from lab.scores import (
     Scores,
@@ -76,6 +77,9 @@ class SimulationReport:
     # Hours from queued to started of the runs that ran, by kind ("verification in spare time" for a run
     # queued beyond its suite's budget): (runs, median, p90).
     waits: dict[str, tuple[int, float, float]] = field(default_factory=dict)
+    # With `explain`: what the loop did around each step not named exactly (`lab.explain`), by its position
+    # in `scores.steps`.
+    explained: dict[int, list[str]] = field(default_factory=dict)
 
     def json_line(self) -> str:
         return json.dumps(self.scores.json(), allow_nan=False)
@@ -191,8 +195,10 @@ def simulation_run(
     world_factory: WorldFactory = vllm_world,
     world_name: str = "lab.worlds:vllm_world",
     progress: Callable[[str], None] = lambda line: None,
+    explain: bool = False,
 ) -> SimulationReport:
-    """Simulate `days` of main in the world `world_factory` makes; the database must be a throwaway one."""
+    """Simulate `days` of main in the world `world_factory` makes; the database must be a throwaway one.
+    With `explain`, each step not named exactly is explained from the database (`lab.explain`)."""
     from dashboard.benchmarks.runs import run_claim
     from dashboard.benchmarks.scheduling import runs_schedule_all
     from dashboard.benchmarks.services import repository_default, run_complete
@@ -285,6 +291,7 @@ def simulation_run(
                 next_report += timedelta(days=1)
         outcome = outcome_read(world=world, culprit_at=culprit_at, gpu_hours=node_seconds / 3600 * GPUS)
     runs_by_kind, waits = _runs_tally()
+    scores = scores_compute(outcome)
     states = dict.fromkeys(GroupState.values, 0)
     for state in AlertGroup.objects.values_list("state", flat=True):
         states[state] += 1
@@ -304,9 +311,10 @@ def simulation_run(
         groups_confirmed=states[GroupState.CONFIRMED],
         groups_dismissed=states[GroupState.DISMISSED],
         groups_suspected=states[GroupState.SUSPECTED],
-        scores=scores_compute(outcome),
+        scores=scores,
         wall_s=time.monotonic() - started,
         waits=waits,
+        explained=steps_explain(world=world, scores=scores) if explain else {},
     )
 
 

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
 from lab.aims import DEFAULT_SEEDS, aims_table
+from lab.explain import explained_lines
 from lab.simulation import simulation_run, simulation_seeds_run
 from lab.worlds import WorldInvalid, world_load
 
@@ -34,6 +35,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--steps", action="store_true", help="list every true step and what became of it")
         parser.add_argument(
+            "--explain",
+            action="store_true",
+            help="with the steps, what the loop did around each step of at least twice the noise that was "
+            "not named exactly: the groups near it with their verdicts and the noise each test used (beside "
+            "the world's own), and the runs at each commit around it",
+        )
+        parser.add_argument(
             "--seeds",
             help="comma-separated seeds (or 'aims' for " + ",".join(map(str, DEFAULT_SEEDS)) + "): each "
             "simulated in its own process, then one table of their scores against the aims",
@@ -55,6 +63,8 @@ class Command(BaseCommand):
         except WorldInvalid as error:
             raise CommandError(str(error)) from error
         if options["seeds"]:
+            if options["explain"]:
+                raise CommandError("--explain explains one seed's steps: give --seed, not --seeds")
             self._seeds(options)
             return
         self.stdout.write("creating a throwaway database ...")
@@ -71,12 +81,13 @@ class Command(BaseCommand):
                 world_factory=factory,
                 world_name=options["world"],
                 progress=lambda line: self.stdout.write(line),
+                explain=options["explain"],
             )
         finally:
             creation.destroy_test_db(original, verbosity=0)
-        if options["steps"]:
-            for score in report.scores.steps:
-                self.stdout.write(score.line())
+        if options["steps"] or options["explain"]:
+            for line in explained_lines(scores=report.scores, explained=report.explained):
+                self.stdout.write(line)
             for group in report.scores.false_groups:
                 series = ", ".join(
                     f"{s.suite} c={s.concurrency} {s.metric} {'up' if s.direction > 0 else 'down'}"

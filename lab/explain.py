@@ -1,0 +1,131 @@
+"""Why a step was not named: for each step of at least twice the noise that did not end at its exact
+culprit, what the loop did around it, read from the simulation's database before it is thrown away.
+
+The groups whose range touches the step (a few commits either side, the step's suite), each with its
+state, kind, range and verdict: the series its repeats tested, their change with its 95 % interval, p,
+runs at each end and the noise the test used, beside the world's own noise where the world says it
+(`noise_at`, optional in the contract: its run-to-run noise with slow runs aside, where a world has them;
+a verdict's noise counts them, so it is the larger, by how much the slow runs weigh). Then
+the runs of the step's suite at each commit around it, by kind. A step no group touched was never
+detected; a dismissed group over it was tested on the wrong series or too noisy a scale; a confirmed
+group over it is a search that named another commit or did not finish.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dashboard.benchmarks.models import Run, RunStatus
+from dashboard.regressions.models import AlertGroup, TriageEvent
+from lab.scores import Scores, StepScore
+from lab.worlds import World
+
+# Commits either side of a step whose groups and runs are listed.
+REACH = 4
+# Verdicts listed per group: its strongest tests.
+VERDICTS_SHOWN = 4
+
+
+def steps_explain(*, world: World, scores: Scores) -> dict[int, list[str]]:
+    """The explanation lines of each step of at least twice the noise not named exactly, by its position
+    in `scores.steps`."""
+    explained: dict[int, list[str]] = {}
+    for number, score in enumerate(scores.steps):
+        if score.exact or score.step.noise_multiple < 2:
+            continue
+        explained[number] = _step_lines(world=world, score=score)
+    return explained
+
+
+def _step_lines(*, world: World, score: StepScore) -> list[str]:
+    step = score.step
+    low, high = step.commit_index - REACH, step.last_index + REACH
+    lines = []
+    noise_at = getattr(world, "noise_at", None)
+    if callable(noise_at):
+        noises = ", ".join(
+            f"c={concurrency} {metric} {_pct(noise_at(step.suite, step.commit_index, (concurrency, metric)))}"
+            for concurrency, metric in sorted(step.moves)
+        )
+        lines.append(f"    world noise of the series it moved, slow runs aside: {noises}")
+    groups = (
+        AlertGroup.objects.filter(
+            alerts__series__suite__name=step.suite,
+            head_commit__position__gte=low,
+            base_commit__position__lte=high,
+        )
+        .distinct()
+        .select_related("base_commit", "head_commit")
+        .order_by("pk")
+    )
+    if not groups:
+        lines.append(f"    no group of {step.suite} touched commits {low}-{high}: never detected")
+    for group in groups:
+        lines.extend(_group_lines(group=group, world=world, step_index=step.commit_index, suite=step.suite))
+    lines.append("    runs of " + step.suite + ": " + _runs_line(suite=step.suite, low=low, high=high))
+    return lines
+
+
+def _group_lines(*, group: AlertGroup, world: World, step_index: int, suite: str) -> list[str]:
+    evidence: dict[str, Any] = group.evidence if isinstance(group.evidence, dict) else {}
+    verdict = (
+        TriageEvent.objects.filter(group=group, field="state")
+        .order_by("pk")
+        .values_list("new_value", flat=True)
+        .last()
+    )
+    lines = [
+        f"    group #{group.pk} {group.kind} {group.state} ({group.base_commit.position}, "
+        f"{group.head_commit.position}], {group.alerts.count()} alerts: {verdict or 'no verdict yet'}"
+    ]
+    tested = sorted(evidence.get("alerts", []), key=lambda item: item.get("p_value", 1.0))
+    noise_at = getattr(world, "noise_at", None)
+    for item in tested[:VERDICTS_SHOWN]:
+        where = "" if item["suite"] == suite else f"{item['suite']} "
+        line = (
+            f"        tested {where}c={item['concurrency']} {item['metric']} {item['change_pct']:+.1f} % "
+            f"[{item['ci_low_pct']:+.1f}, {item['ci_high_pct']:+.1f}] p={item['p_value']:.2g} on "
+            f"{len(item['base_values'])}+{len(item['head_values'])} runs, "
+            f"noise used {_pct(item['sigma_log'])}"
+        )
+        if callable(noise_at) and item["suite"] == suite:
+            line += f" (world {_pct(noise_at(suite, step_index, (item['concurrency'], item['metric'])))})"
+        lines.append(line)
+    if len(tested) > VERDICTS_SHOWN:
+        lines.append(f"        and {len(tested) - VERDICTS_SHOWN} more tested series")
+    return lines
+
+
+def _runs_line(*, suite: str, low: int, high: int) -> str:
+    kinds: dict[int, Counter[str]] = defaultdict(Counter)
+    for position, kind in Run.objects.filter(
+        suite__name=suite,
+        status=RunStatus.SUCCEEDED,
+        commit__position__gte=low,
+        commit__position__lte=high,
+    ).values_list("commit__position", "kind"):
+        if position is not None:
+            kinds[position][kind] += 1
+    return (
+        " | ".join(
+            f"@{position} " + ", ".join(f"{count} {kind}" for kind, count in sorted(kinds[position].items()))
+            for position in sorted(kinds)
+        )
+        or "none"
+    )
+
+
+def _pct(log_noise: float) -> str:
+    return f"{(math.exp(log_noise) - 1) * 100:.2f} %"
+
+
+def explained_lines(*, scores: Scores, explained: Mapping[int, Sequence[str]]) -> list[str]:
+    """Every step's line, each followed by its explanation where it has one."""
+    lines = []
+    for number, score in enumerate(scores.steps):
+        lines.append(score.line())
+        lines.extend(explained.get(number, ()))
+    return lines

@@ -1,0 +1,135 @@
+"""simulate_attribution --explain: why a step was not named, read from what the loop left in the database
+(the groups near it with their verdicts and the noise each test used, and the runs around it)."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import cast
+
+import pytest
+
+from dashboard.benchmarks.models import Commit, RunKind, RunStatus, Series
+from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageEvent
+from lab.explain import steps_explain
+from lab.scores import StepScore, TrueStep
+from tests.factories import CommitFactory, RepositoryFactory, RunFactory, SeriesFactory, SuiteFactory
+from tests.lab.test_simulate_attribution import _simulate
+
+ITL, THROUGHPUT = "itl_ms_mean", "output_throughput_tok_s"
+
+
+class _NoisyWorld:
+    """Only what the explanation reads of a world: its noise."""
+
+    def noise_at(self, suite: str, commit_index: int, key: tuple[int, str]) -> float:
+        return 0.0112 if key == (16, THROUGHPUT) else 0.025
+
+
+class _Scores:
+    def __init__(self, steps: list[StepScore]) -> None:
+        self.steps = steps
+
+
+def _step(*, at: int, exact: bool) -> StepScore:
+    step = TrueStep(
+        suite="sim-suite-2",
+        commit_index=at,
+        moves={(16, THROUGHPUT): math.exp(-0.05), (16, ITL): math.exp(0.05)},
+        noise_multiple=4.6,
+        merged_at=datetime(2026, 9, 8, tzinfo=UTC),
+    )
+    return StepScore(step=step, exact=exact, named_wrongly=False, hours=math.inf, isolated=True)
+
+
+@pytest.mark.django_db
+def test_a_dismissed_group_over_a_step_is_listed_with_the_series_it_tested_and_the_noise_it_used() -> None:
+    suite = SuiteFactory(name="sim-suite-2")
+    repository = RepositoryFactory()
+    commits = [cast(Commit, CommitFactory(repository=repository, position=index)) for index in range(50)]
+    itl = cast(Series, SeriesFactory(suite=suite, hardware_class="b300", concurrency=16, metric=ITL))
+    group = AlertGroup.objects.create(
+        base_commit=commits[44],
+        head_commit=commits[47],
+        kind=GroupKind.REGRESSION,
+        state=GroupState.DISMISSED,
+        evidence={
+            "rounds": 3,
+            "alerts": [
+                {
+                    "suite": "sim-suite-2",
+                    "concurrency": 16,
+                    "metric": ITL,
+                    "change_pct": 6.076,
+                    "ci_low_pct": 0.739,
+                    "ci_high_pct": 11.695,
+                    "p_value": 0.013,
+                    "base_values": [20.0] * 6,
+                    "head_values": [21.2] * 6,
+                    "sigma_log": 0.0415,
+                },
+                {
+                    "suite": "sim-suite-3",
+                    "concurrency": 1,
+                    "metric": ITL,
+                    "change_pct": 0.5,
+                    "ci_low_pct": -2.0,
+                    "ci_high_pct": 3.0,
+                    "p_value": 0.4,
+                    "base_values": [20.0] * 6,
+                    "head_values": [20.1] * 6,
+                    "sigma_log": 0.02,
+                },
+            ],
+        },
+    )
+    Alert.objects.create(
+        group=group, series=itl, kind="regression", before_value=20, after_value=21.5, change_pct=7.6
+    )
+    TriageEvent.objects.create(
+        group=group, field="state", old_value="suspected", new_value="dismissed: no change held on 3 round(s)"
+    )
+    for position, kind in ((44, RunKind.ROUTINE), (44, RunKind.VERIFICATION), (47, RunKind.VERIFICATION)):
+        RunFactory(commit=commits[position], suite=suite, kind=kind, status=RunStatus.SUCCEEDED)
+
+    explained = steps_explain(
+        world=_NoisyWorld(),  # type: ignore[arg-type]
+        scores=_Scores([_step(at=20, exact=True), _step(at=47, exact=False)]),  # type: ignore[arg-type]
+    )
+
+    assert list(explained) == [1]  # the exact step needs no explanation
+    noise, group_line, tested, elsewhere, runs = explained[1]
+    assert noise == (
+        "    world noise of the series it moved, slow runs aside: "
+        "c=16 itl_ms_mean 2.53 %, c=16 output_throughput_tok_s 1.13 %"
+    )
+    assert group_line.startswith(f"    group #{group.pk} regression dismissed (44, 47], 1 alerts: dismissed")
+    assert tested == (
+        "        tested c=16 itl_ms_mean +6.1 % [+0.7, +11.7] p=0.013 on 6+6 runs, noise used 4.24 % "
+        "(world 2.53 %)"
+    )
+    # Another suite's series the group tested: named, and no world noise of the step's suite beside it.
+    assert elsewhere == (
+        "        tested sim-suite-3 c=1 itl_ms_mean +0.5 % [-2.0, +3.0] p=0.4 on 6+6 runs, noise used 2.02 %"
+    )
+    assert runs == "    runs of sim-suite-2: @44 1 routine, 1 verification | @47 1 verification"
+
+
+def test_the_command_explains_a_step_it_could_not_name_and_only_that_one() -> None:
+    lines = _simulate(
+        "--world", "tests.lab.outside_world:late_step_world", "--days", "2", "--suites", "1", "--explain"
+    )
+
+    named = next(index for index, line in enumerate(lines) if line.startswith("outside-suite @30"))
+    assert "exact after" in lines[named]
+    late = named + 1  # nothing explains the step that was named
+    assert lines[late].startswith("outside-suite @47") and "unfinished" in lines[late]
+    assert (
+        lines[late + 1]
+        == "    world noise of the series it moved, slow runs aside: c=1 output_throughput_tok_s 1.01 %"
+    )
+    assert lines[late + 2] == "    no group of outside-suite touched commits 43-51: never detected"
+    assert (
+        lines[late + 3].startswith("    runs of outside-suite: @43 1 routine")
+        and "@47 1 routine" in lines[late + 3]
+    )
