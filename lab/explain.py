@@ -1,7 +1,8 @@
 """Why a step was not named: for each step of at least twice the noise that did not end at its exact
 culprit, what the loop did around it, read from the simulation's database before it is thrown away.
 
-The groups whose range touches the step (a few commits either side, the step's suite), each with its
+The groups of the step's suite whose range touches it (a few commits either side), now or when they were
+judged (a search narrows a range, and a group judged over a step may name another commit), each with its
 state, kind, range and verdict: the series its repeats tested, their change with its 95 % interval, p,
 runs at each end and the noise the test used, beside the world's own noise where the world says it
 (`noise_at`, optional in the contract: its run-to-run noise with slow runs aside, where a world has them;
@@ -20,6 +21,7 @@ from typing import Any
 
 from dashboard.benchmarks.models import Run, RunStatus
 from dashboard.regressions.models import AlertGroup, TriageEvent
+from lab.outcome import judged_ranges
 from lab.scores import Scores, StepScore
 from lab.worlds import World
 
@@ -51,25 +53,41 @@ def _step_lines(*, world: World, score: StepScore) -> list[str]:
             for concurrency, metric in sorted(step.moves)
         )
         lines.append(f"    world noise of the series it moved, slow runs aside: {noises}")
-    groups = (
-        AlertGroup.objects.filter(
-            alerts__series__suite__name=step.suite,
-            head_commit__position__gte=low,
-            base_commit__position__lte=high,
-        )
+    # A group counts where its range touches the step now or did when it was judged (a search narrows it).
+    judged = judged_ranges({commit.sha[:8]: index for index, commit in enumerate(world.commits)})
+    groups = [
+        group
+        for group in AlertGroup.objects.filter(alerts__series__suite__name=step.suite)
         .distinct()
         .select_related("base_commit", "head_commit")
         .order_by("pk")
-    )
+        if any(
+            base is not None and head is not None and head >= low and base <= high
+            for base, head in (
+                (group.base_commit.position, group.head_commit.position),
+                judged.get(group.pk, (None, None)),
+            )
+        )
+    ]
     if not groups:
         lines.append(f"    no group of {step.suite} touched commits {low}-{high}: never detected")
     for group in groups:
-        lines.extend(_group_lines(group=group, world=world, step_index=step.commit_index, suite=step.suite))
+        lines.extend(
+            _group_lines(
+                group=group,
+                world=world,
+                step_index=step.commit_index,
+                suite=step.suite,
+                judged=judged.get(group.pk),
+            )
+        )
     lines.append("    runs of " + step.suite + ": " + _runs_line(suite=step.suite, low=low, high=high))
     return lines
 
 
-def _group_lines(*, group: AlertGroup, world: World, step_index: int, suite: str) -> list[str]:
+def _group_lines(
+    *, group: AlertGroup, world: World, step_index: int, suite: str, judged: tuple[int, int] | None
+) -> list[str]:
     evidence: dict[str, Any] = group.evidence if isinstance(group.evidence, dict) else {}
     verdict = (
         TriageEvent.objects.filter(group=group, field="state")
@@ -77,9 +95,11 @@ def _group_lines(*, group: AlertGroup, world: World, step_index: int, suite: str
         .values_list("new_value", flat=True)
         .last()
     )
+    now = (group.base_commit.position, group.head_commit.position)
+    was = f" (judged over ({judged[0]}, {judged[1]}])" if judged is not None and judged != now else ""
     lines = [
-        f"    group #{group.pk} {group.kind} {group.state} ({group.base_commit.position}, "
-        f"{group.head_commit.position}], {group.alerts.count()} alerts: {verdict or 'no verdict yet'}"
+        f"    group #{group.pk} {group.kind} {group.state} ({now[0]}, {now[1]}]{was}, "
+        f"{group.alerts.count()} alerts: {verdict or 'no verdict yet'}"
     ]
     tested = sorted(evidence.get("alerts", []), key=lambda item: item.get("p_value", 1.0))
     noise_at = getattr(world, "noise_at", None)

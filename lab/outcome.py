@@ -17,7 +17,7 @@ from lab.worlds import World, step_span
 _RANGE = re.compile(r"^(?P<base>[0-9a-f]+)\.\.(?P<head>[0-9a-f]+)")
 
 
-def _judged_ranges(positions: dict[str, int]) -> dict[int, tuple[int, int]]:
+def judged_ranges(positions: dict[str, int]) -> dict[int, tuple[int, int]]:
     """Each judged group's range when it was judged: the range before the first narrowing after its
     verdict (read from its triage history), else the range it has now."""
     ranges: dict[int, tuple[int, int]] = {}
@@ -97,7 +97,7 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
         for step in world.steps
     )
     positions = {commit.sha[:8]: index for index, commit in enumerate(commits)}
-    judged = _judged_ranges(positions)
+    judged = judged_ranges(positions)
     rows = {suite.pk: thresholds_for_suite(suite.pk) for suite in Suite.objects.all()}
     series_of: dict[int, list[GroupSeries]] = {}
     alerts: dict[tuple[int, int], GroupSeries] = {}

@@ -20,7 +20,10 @@ ITL, THROUGHPUT = "itl_ms_mean", "output_throughput_tok_s"
 
 
 class _NoisyWorld:
-    """Only what the explanation reads of a world: its noise."""
+    """Only what the explanation reads of a world: its commits and its noise."""
+
+    def __init__(self, commits: list[Commit]) -> None:
+        self.commits = commits
 
     def noise_at(self, suite: str, commit_index: int, key: tuple[int, str]) -> float:
         return 0.0112 if key == (16, THROUGHPUT) else 0.025
@@ -46,7 +49,7 @@ def _step(*, at: int, exact: bool) -> StepScore:
 def test_a_dismissed_group_over_a_step_is_listed_with_the_series_it_tested_and_the_noise_it_used() -> None:
     suite = SuiteFactory(name="sim-suite-2")
     repository = RepositoryFactory()
-    commits = [cast(Commit, CommitFactory(repository=repository, position=index)) for index in range(50)]
+    commits = [cast(Commit, CommitFactory(repository=repository, position=index)) for index in range(70)]
     itl = cast(Series, SeriesFactory(suite=suite, hardware_class="b300", concurrency=16, metric=ITL))
     group = AlertGroup.objects.create(
         base_commit=commits[44],
@@ -89,16 +92,33 @@ def test_a_dismissed_group_over_a_step_is_listed_with_the_series_it_tested_and_t
     TriageEvent.objects.create(
         group=group, field="state", old_value="suspected", new_value="dismissed: no change held on 3 round(s)"
     )
+    # A search narrowed this one away from the step: judged over (40, 61], it is (60, 61] now.
+    narrowed = AlertGroup.objects.create(
+        base_commit=commits[60],
+        head_commit=commits[61],
+        kind=GroupKind.REGRESSION,
+        state=GroupState.CONFIRMED,
+    )
+    Alert.objects.create(
+        group=narrowed, series=itl, kind="regression", before_value=20, after_value=22, change_pct=10.0
+    )
+    TriageEvent.objects.create(group=narrowed, field="state", old_value="suspected", new_value="confirmed: x")
+    TriageEvent.objects.create(
+        group=narrowed,
+        field="range",
+        old_value=f"{commits[40].sha[:12]}..{commits[61].sha[:12]}",
+        new_value=f"{commits[60].sha[:12]}..{commits[61].sha[:12]}",
+    )
     for position, kind in ((44, RunKind.ROUTINE), (44, RunKind.VERIFICATION), (47, RunKind.VERIFICATION)):
         RunFactory(commit=commits[position], suite=suite, kind=kind, status=RunStatus.SUCCEEDED)
 
     explained = steps_explain(
-        world=_NoisyWorld(),  # type: ignore[arg-type]
+        world=_NoisyWorld(commits),  # type: ignore[arg-type]
         scores=_Scores([_step(at=20, exact=True), _step(at=47, exact=False)]),  # type: ignore[arg-type]
     )
 
     assert list(explained) == [1]  # the exact step needs no explanation
-    noise, group_line, tested, elsewhere, runs = explained[1]
+    noise, group_line, tested, elsewhere, narrowed_line, runs = explained[1]
     assert noise == (
         "    world noise of the series it moved, slow runs aside: "
         "c=16 itl_ms_mean 2.53 %, c=16 output_throughput_tok_s 1.13 %"
@@ -111,6 +131,10 @@ def test_a_dismissed_group_over_a_step_is_listed_with_the_series_it_tested_and_t
     # Another suite's series the group tested: named, and no world noise of the step's suite beside it.
     assert elsewhere == (
         "        tested sim-suite-3 c=1 itl_ms_mean +0.5 % [-2.0, +3.0] p=0.4 on 6+6 runs, noise used 2.02 %"
+    )
+    assert narrowed_line == (
+        f"    group #{narrowed.pk} regression confirmed (60, 61] (judged over (40, 61]), "
+        "1 alerts: confirmed: x"
     )
     assert runs == "    runs of sim-suite-2: @44 1 routine, 1 verification | @47 1 verification"
 
