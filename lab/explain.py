@@ -101,7 +101,11 @@ def _group_lines(
         f"    group #{group.pk} {group.kind} {group.state} ({now[0]}, {now[1]}]{was}, "
         f"{group.alerts.count()} alerts: {verdict or 'no verdict yet'}"
     ]
-    tested = sorted(evidence.get("alerts", []), key=lambda item: item.get("p_value", 1.0))
+    # The step's own suite first: a group of several suites is listed for this one.
+    tested = sorted(
+        evidence.get("alerts", []),
+        key=lambda item: (item.get("suite") != suite, item.get("p_value", 1.0)),
+    )
     noise_at = getattr(world, "noise_at", None)
     for item in tested[:VERDICTS_SHOWN]:
         where = "" if item["suite"] == suite else f"{item['suite']} "

@@ -78,7 +78,7 @@ def test_a_dismissed_group_over_a_step_is_listed_with_the_series_it_tested_and_t
                     "change_pct": 0.5,
                     "ci_low_pct": -2.0,
                     "ci_high_pct": 3.0,
-                    "p_value": 0.4,
+                    "p_value": 0.0001,
                     "base_values": [20.0] * 6,
                     "head_values": [20.1] * 6,
                     "sigma_log": 0.02,
@@ -128,9 +128,11 @@ def test_a_dismissed_group_over_a_step_is_listed_with_the_series_it_tested_and_t
         "        tested c=16 itl_ms_mean +6.1 % [+0.7, +11.7] p=0.013 on 6+6 runs, noise used 4.24 % "
         "(world 2.53 %)"
     )
-    # Another suite's series the group tested: named, and no world noise of the step's suite beside it.
+    # Another suite's series the group tested: after the step's suite's (whatever its p), named, and with no
+    # world noise of the step's suite beside it.
     assert elsewhere == (
-        "        tested sim-suite-3 c=1 itl_ms_mean +0.5 % [-2.0, +3.0] p=0.4 on 6+6 runs, noise used 2.02 %"
+        "        tested sim-suite-3 c=1 itl_ms_mean +0.5 % [-2.0, +3.0] p=0.0001 on 6+6 runs, "
+        "noise used 2.02 %"
     )
     assert narrowed_line == (
         f"    group #{narrowed.pk} regression confirmed (60, 61] (judged over (40, 61]), "
