@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dashboard.benchmarks.models import Run, RunStatus
@@ -34,27 +34,34 @@ VERDICTS_SHOWN = 4
 def steps_explain(*, world: World, scores: Scores) -> dict[int, list[str]]:
     """The explanation lines of each step of at least twice the noise not named exactly, by its position
     in `scores.steps`."""
+    # A group counts where its range touches the step now or did when it was judged (a search narrows it).
+    judged = judged_ranges({commit.sha[:8]: index for index, commit in enumerate(world.commits)})
+    noise_at = getattr(world, "noise_at", None)
     explained: dict[int, list[str]] = {}
     for number, score in enumerate(scores.steps):
         if score.exact or score.step.noise_multiple < 2:
             continue
-        explained[number] = _step_lines(world=world, score=score)
+        explained[number] = _step_lines(
+            score=score, judged=judged, noise_at=noise_at if callable(noise_at) else None
+        )
     return explained
 
 
-def _step_lines(*, world: World, score: StepScore) -> list[str]:
+NoiseAt = Callable[[str, int, tuple[int, str]], float]
+
+
+def _step_lines(
+    *, score: StepScore, judged: Mapping[int, tuple[int, int]], noise_at: NoiseAt | None
+) -> list[str]:
     step = score.step
     low, high = step.commit_index - REACH, step.last_index + REACH
     lines = []
-    noise_at = getattr(world, "noise_at", None)
-    if callable(noise_at):
+    if noise_at is not None:
         noises = ", ".join(
             f"c={concurrency} {metric} {_pct(noise_at(step.suite, step.commit_index, (concurrency, metric)))}"
             for concurrency, metric in sorted(step.moves)
         )
         lines.append(f"    world noise of the series it moved, slow runs aside: {noises}")
-    # A group counts where its range touches the step now or did when it was judged (a search narrows it).
-    judged = judged_ranges({commit.sha[:8]: index for index, commit in enumerate(world.commits)})
     groups = [
         group
         for group in AlertGroup.objects.filter(alerts__series__suite__name=step.suite)
@@ -75,7 +82,7 @@ def _step_lines(*, world: World, score: StepScore) -> list[str]:
         lines.extend(
             _group_lines(
                 group=group,
-                world=world,
+                noise_at=noise_at,
                 step_index=step.commit_index,
                 suite=step.suite,
                 judged=judged.get(group.pk),
@@ -86,7 +93,12 @@ def _step_lines(*, world: World, score: StepScore) -> list[str]:
 
 
 def _group_lines(
-    *, group: AlertGroup, world: World, step_index: int, suite: str, judged: tuple[int, int] | None
+    *,
+    group: AlertGroup,
+    noise_at: NoiseAt | None,
+    step_index: int,
+    suite: str,
+    judged: tuple[int, int] | None,
 ) -> list[str]:
     evidence: dict[str, Any] = group.evidence if isinstance(group.evidence, dict) else {}
     verdict = (
@@ -106,7 +118,6 @@ def _group_lines(
         evidence.get("alerts", []),
         key=lambda item: (item.get("suite") != suite, item.get("p_value", 1.0)),
     )
-    noise_at = getattr(world, "noise_at", None)
     for item in tested[:VERDICTS_SHOWN]:
         where = "" if item["suite"] == suite else f"{item['suite']} "
         line = (
@@ -115,7 +126,7 @@ def _group_lines(
             f"{len(item['base_values'])}+{len(item['head_values'])} runs, "
             f"noise used {_pct(item['sigma_log'])}"
         )
-        if callable(noise_at) and item["suite"] == suite:
+        if noise_at is not None and item["suite"] == suite:
             line += f" (world {_pct(noise_at(suite, step_index, (item['concurrency'], item['metric'])))})"
         lines.append(line)
     if len(tested) > VERDICTS_SHOWN:
