@@ -62,6 +62,9 @@ def _part(world: World, *, base: int, head: int, follows: AlertGroup | None = No
     return group
 
 
+# In autocommit, as the verdict task runs it: the union's alerts are stored under the group's row lock,
+# which needs a transaction of its own there.
+@pytest.mark.django_db(transaction=True)
 def test_two_dismissed_parts_of_one_change_are_tested_as_one_and_hold() -> None:
     world = _gradual(31)
     first = _part(world, base=30, head=31)

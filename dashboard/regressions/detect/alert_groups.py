@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Series
@@ -82,7 +82,16 @@ def alerts_store(
     them all: a change seen on sixty series writes in a handful of statements, not sixty round trips."""
     # Alerts of other series may join the same group concurrently: judging it under its row lock means
     # the last writer sees every alert, so a trade-off is never judged from half of its metrics. Every
-    # writer of a group's alerts takes this lock first, so the unique (series, group) cannot race.
+    # writer of a group's alerts takes this lock first, so the unique (series, group) cannot race. The
+    # lock needs a transaction: a caller outside one (a task in autocommit) gets its own here, and one
+    # inside one spends no savepoint on it (an error here is the caller's error as well).
+    with transaction.atomic(savepoint=False):
+        return _alerts_store_locked(group_id=group_id, alerts=alerts, source=source)
+
+
+def _alerts_store_locked(
+    *, group_id: int, alerts: Sequence[tuple[Series, AlertValues]], source: str
+) -> list[tuple[Alert, bool]]:
     group = AlertGroup.objects.select_for_update().get(pk=group_id)
     existing = {
         alert.series_id: alert

@@ -78,30 +78,35 @@ def gradual_union(*, group_id: int) -> int | None:
         )
     if not alerts:
         return None
-    try:
-        with transaction.atomic():
-            union = AlertGroup.objects.create(
-                base_commit=first.base_commit,
-                head_commit=head,
-                kind=group.kind,
-                follows=group,
-                range_reason=(
-                    f"groups #{first.pk} and #{second.pk}, each dismissed on its own, as one change spread "
-                    "over their commits"
-                ),
-            )
-    except IntegrityError:
-        return None  # that range has a group already
-    alerts_store(group_id=union.pk, alerts=alerts)
-    TriageEvent.objects.create(
-        group=union,
-        field="state",
-        new_value=f"suspected: groups #{first.pk} and #{second.pk} tested as one change",
-    )
-    TriageEvent.objects.create(
-        group=group,
-        field="search",
-        new_value=f"dismissed next to group #{earlier.pk}: both tested as one change in group #{union.pk}",
-    )
+    # The union, its alerts and both lines of history at once: a crash between them left a group with no
+    # alert, which nothing verifies.
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                union = AlertGroup.objects.create(
+                    base_commit=first.base_commit,
+                    head_commit=head,
+                    kind=group.kind,
+                    follows=group,
+                    range_reason=(
+                        f"groups #{first.pk} and #{second.pk}, each dismissed on its own, as one change "
+                        "spread over their commits"
+                    ),
+                )
+        except IntegrityError:
+            return None  # that range has a group already
+        alerts_store(group_id=union.pk, alerts=alerts)
+        TriageEvent.objects.create(
+            group=union,
+            field="state",
+            new_value=f"suspected: groups #{first.pk} and #{second.pk} tested as one change",
+        )
+        TriageEvent.objects.create(
+            group=group,
+            field="search",
+            new_value=(
+                f"dismissed next to group #{earlier.pk}: both tested as one change in group #{union.pk}"
+            ),
+        )
     logger.info("groups %s and %s: tested as one change in group %s", first.pk, second.pk, union.pk)
     return union.pk
