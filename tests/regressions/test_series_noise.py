@@ -8,9 +8,11 @@ import random
 from typing import cast
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from dashboard.benchmarks.models import Series, Suite
-from dashboard.regressions.sheriff.evidence import series_noise_log
+from dashboard.regressions.sheriff.evidence import series_noise, series_noise_log, series_noises
 from tests.factories import SuiteFactory, bulk_history, run_with_values
 
 pytestmark = pytest.mark.django_db
@@ -65,3 +67,30 @@ def test_commits_run_several_times_still_read_one_runs_noise() -> None:
     estimate = series_noise_log(series=series, commit_id=commits[30].pk)
 
     assert 0.8 * NOISE < estimate < 1.25 * NOISE
+
+
+def test_many_series_noises_are_read_in_as_many_queries_as_one_and_each_is_its_own() -> None:
+    # A suite's series around one commit share its window: a side test or a verdict over a suite of many
+    # series reads it once, not once per series.
+    rng = random.Random(6)
+    suite = cast(Suite, SuiteFactory())
+    keys = [(concurrency, metric) for concurrency in (1, 4, 16) for metric in ("ttft_ms", "itl_ms")]
+    noises = {key: 0.005 * (index + 1) for index, key in enumerate(keys)}
+    commits = bulk_history(
+        suite=suite,
+        values={key: [100.0 * math.exp(rng.gauss(0, noises[key])) for _ in range(61)] for key in keys},
+    )
+    series = list(Series.objects.filter(suite=suite).order_by("pk"))
+    assert len(series) == len(keys)
+
+    with CaptureQueriesContext(connection) as one:
+        series_noises(series=series[:1], commit_id=commits[-1].pk)
+    with CaptureQueriesContext(connection) as many:
+        together = series_noises(series=series, commit_id=commits[-1].pk)
+
+    assert len(many.captured_queries) == len(one.captured_queries)
+
+    for item in series:
+        alone = series_noise(series=item, commit_id=commits[-1].pk)
+        assert together[item.pk] == alone
+        assert 0.75 < alone[0] / noises[(item.concurrency, item.metric)] < 1.3

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import statistics
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -43,7 +44,7 @@ from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store,
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageEvent
 from dashboard.regressions.sheriff.budget import suite_budget_use
-from dashboard.regressions.sheriff.evidence import change_verdict, series_noise_log
+from dashboard.regressions.sheriff.evidence import change_verdict, series_noises
 
 logger = logging.getLogger(__name__)
 
@@ -76,15 +77,25 @@ class Remainder:
     p_value: float
 
 
-def values_at(*, series_id: int, position: int, repository_id: int) -> list[float]:
-    return list(
+def values_by_position(
+    *, series_ids: Sequence[int], positions: Sequence[int], repository_id: int
+) -> dict[tuple[int, int], list[float]]:
+    """The values of the series' succeeded runs at the commits at `positions` of main, by (series,
+    position), in one read."""
+    found: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for series_id, position, value in (
         Measurement.objects.filter(
-            series_id=series_id,
+            series_id__in=list(series_ids),
             run__status=RunStatus.SUCCEEDED,
             commit__repository_id=repository_id,
-            commit__position=position,
-        ).values_list("value", flat=True)
-    )
+            commit__position__in=list(positions),
+        )
+        .order_by("pk")
+        .values_list("series_id", "commit__position", "value")
+    ):
+        if position is not None:
+            found[(series_id, position)].append(value)
+    return found
 
 
 def second_group(
@@ -190,10 +201,28 @@ def _pair_test(
         if at is not None
     ]
 
+    # Each series' noise around the anchor and its values there and beyond, read once for every subset.
+    noises = (
+        {pk: noise for pk, (noise, _) in series_noises(series=series, commit_id=anchor.pk).items()}
+        if beyond
+        else {}
+    )
+    values = (
+        values_by_position(
+            series_ids=[item.pk for item in series],
+            positions=[position, *beyond],
+            repository_id=anchor.repository_id,
+        )
+        if beyond
+        else {}
+    )
+
     def test(subset: list[int], alpha: float) -> _Test:
         return _subset_test(
             suite=suite,
             series=series,
+            noises=noises,
+            values=values,
             anchor=anchor,
             side=side,
             directions=directions,
@@ -216,6 +245,8 @@ def _subset_test(
     *,
     suite: Suite,
     series: Sequence[Series],
+    noises: Mapping[int, float],
+    values: Mapping[tuple[int, int], list[float]],
     anchor: Commit,
     side: Side,
     directions: dict[int, float],
@@ -230,12 +261,8 @@ def _subset_test(
     promising = False
     anchor_runs = beyond_runs = 0
     for item in series:
-        here = values_at(series_id=item.pk, position=position, repository_id=anchor.repository_id)
-        there = [
-            value
-            for at in beyond
-            for value in values_at(series_id=item.pk, position=at, repository_id=anchor.repository_id)
-        ]
+        here = values.get((item.pk, position), [])
+        there = [value for at in beyond for value in values.get((item.pk, at), [])]
         anchor_runs, beyond_runs = max(anchor_runs, len(here)), max(beyond_runs, len(there))
         if not here or not there or min(here + there) <= 0:
             continue
@@ -245,7 +272,7 @@ def _subset_test(
         change, _, _, p_value, holds, _, _, _ = change_verdict(
             base_values=before,
             head_values=after,
-            series_sigma_log=series_noise_log(series=item, commit_id=anchor.pk),
+            series_sigma_log=noises.get(item.pk, 0.0),
             direction=direction,
             min_relative_change=threshold.min_relative_change,
             alpha=alpha * share,

@@ -27,13 +27,12 @@ from scipy import special
 
 from dashboard.benchmarks.models import Series
 from dashboard.benchmarks.statistics import MAX_NOISE_DEGREES
-from dashboard.regressions.detect.windows import series_window
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
-    NOISE_POINTS,
     OUTLIER_SIGMAS,
     difference_noise_counted,
     fresh_measurements,
+    noise_points,
 )
 
 
@@ -76,12 +75,11 @@ def combined_noise(
     by_commit: dict[int, dict[int, float]] = defaultdict(dict)
     order: dict[int, int] = {}
     runs: dict[int, int] = {}
-    for item in series:
-        for point in series_window(series=item, commit_id=commit_id, size=NOISE_POINTS).points:
-            if point.value > 0:
-                by_commit[point.commit_id][item.pk] = math.log(point.value)
-                order[point.commit_id] = point.position if point.position is not None else 0
-                runs[point.commit_id] = point.runs
+    for series_id, points in noise_points(series=series, commit_id=commit_id).items():
+        for commit, point in points:
+            by_commit[commit.commit_id][series_id] = math.log(point.value)
+            order[commit.commit_id] = commit.position if commit.position is not None else 0
+            runs[commit.commit_id] = point.runs
     combined = [
         (value, runs[commit])
         for commit in sorted(by_commit, key=lambda commit: order[commit])

@@ -62,13 +62,13 @@ from dashboard.regressions.sheriff.beside import (
     beside_check,
     group_pairs,
     second_group,
-    values_at,
+    values_by_position,
 )
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
     change_verdict,
-    series_noise_log,
+    series_noises,
 )
 from dashboard.regressions.sheriff.posterior import (
     CULPRIT_PROBABILITY,
@@ -211,13 +211,14 @@ def _series_sigma(group: AlertGroup, series: Sequence[Series]) -> dict[int, floa
         verdict["alert_id"]: verdict.get("sigma_log", 0.0) for verdict in group.evidence.get("alerts", [])
     }
     alert_of = dict(group.alerts.filter(series__in=series).values_list("series_id", "pk"))
-    sigma = {}
-    for item in series:
-        value = cached.get(str(item.pk)) or by_alert.get(alert_of.get(item.pk, -1), 0.0)
-        if not value:
-            value = series_noise_log(series=item, commit_id=group.head_commit_id)
-        sigma[item.pk] = max(float(value), NOISE_FLOOR_LOG)
-    return sigma
+    known = {
+        item.pk: cached.get(str(item.pk)) or by_alert.get(alert_of.get(item.pk, -1), 0.0) for item in series
+    }
+    # The rest from their recent history, read together.
+    history = series_noises(
+        series=[item for item in series if not known[item.pk]], commit_id=group.head_commit_id
+    )
+    return {item.pk: max(float(known[item.pk] or history[item.pk][0]), NOISE_FLOOR_LOG) for item in series}
 
 
 def _pair_evidence(
@@ -1019,9 +1020,14 @@ def _remainders(
     rows = thresholds_for_suite(pair.suite.pk)
     alpha = REMAINDER_ALPHA / max(len(pair.series), 1)
     found = []
+    values = values_by_position(
+        series_ids=[series.pk for series in pair.series],
+        positions=[base_position + low, base_position + high],
+        repository_id=repository_id,
+    )
     for series in pair.series:
-        before = values_at(series_id=series.pk, position=base_position + low, repository_id=repository_id)
-        after = values_at(series_id=series.pk, position=base_position + high, repository_id=repository_id)
+        before = values.get((series.pk, base_position + low), [])
+        after = values.get((series.pk, base_position + high), [])
         if not before or not after or min(before + after) <= 0:
             continue
         assert pair.projection is not None

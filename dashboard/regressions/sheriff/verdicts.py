@@ -49,8 +49,7 @@ from dashboard.regressions.sheriff.evidence import (
     fresh_values,
     large_enough,
     log_values,
-    series_noise,
-    series_noise_log,
+    series_noises,
 )
 from dashboard.regressions.sheriff.gradual import gradual_union
 from dashboard.regressions.sheriff.joint import JointSeries, JointVerdict, joint_verdict
@@ -114,6 +113,7 @@ def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert], alpha: float)
     verdicts = []
     rows: dict[int, list] = {}
     since = group_fresh_since(group)
+    noises = series_noises(series=[alert.series for alert in alerts], commit_id=group.head_commit_id)
     for alert in alerts:
         series = alert.series
         # Fresh runs only: the run that raised the alarm was picked for looking changed (a winner's curse).
@@ -127,7 +127,7 @@ def _alert_verdicts(*, group: AlertGroup, alerts: Sequence[Alert], alpha: float)
             metric=series.metric, suite_id=series.suite_id, rows=rows[series.suite_id]
         )
         direction = 1 if alert.change_pct > 0 else -1
-        noise, degrees = series_noise(series=series, commit_id=group.head_commit_id)
+        noise, degrees = noises[series.pk]
         change, low, high, p_value, holds, sigma, base_log, head_log = change_verdict(
             base_values=base_values,
             head_values=head_values,
@@ -363,8 +363,13 @@ def _split_ends_repeat(*, group: AlertGroup, alerts: Sequence[Alert], wanted: in
             )
             if len(logs) < 2:
                 continue
-            if series.pk not in noises:
-                noises[series.pk] = series_noise_log(series=series, commit_id=group.head_commit_id)
+            if not noises:  # read once, for every alert, when the first end has repeats to compare
+                noises = {
+                    pk: noise
+                    for pk, (noise, _) in series_noises(
+                        series=[alert.series for alert in alerts], commit_id=group.head_commit_id
+                    ).items()
+                }
             noise = max(noises[series.pk], NOISE_FLOOR_LOG)
             if max(logs) - min(logs) <= SPLIT_SIGMAS * noise * math.sqrt(2):
                 continue
