@@ -21,7 +21,8 @@ def _static_collected() -> None:
     from django.core.management import call_command
 
     manifest = Path(settings.STATIC_ROOT) / "staticfiles.json"
-    # `make test` starts two pytest processes at once: one collects while the other waits for it.
+    # Two pytest processes may start at once on one checkout (`make test` beside `make test-fast`): one
+    # collects while the other waits for it.
     with open(Path(settings.STATIC_ROOT).parent / "staticfiles.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if manifest.exists():
