@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import statistics
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,7 +31,6 @@ from dashboard.benchmarks.direction import change_kind
 from dashboard.benchmarks.models import (
     PENDING_RUN_STATUSES,
     Commit,
-    Measurement,
     Run,
     RunKind,
     RunStatus,
@@ -44,7 +42,7 @@ from dashboard.regressions.detect.alert_groups import AlertValues, alerts_store,
 from dashboard.regressions.detect.thresholds import threshold_resolve, thresholds_for_suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageEvent
 from dashboard.regressions.sheriff.budget import suite_budget_use
-from dashboard.regressions.sheriff.evidence import change_verdict, series_noises
+from dashboard.regressions.sheriff.evidence import change_verdict, series_noises, values_by_position
 
 logger = logging.getLogger(__name__)
 
@@ -75,27 +73,6 @@ class Remainder:
     after: list[float]
     change_pct: float
     p_value: float
-
-
-def values_by_position(
-    *, series_ids: Sequence[int], positions: Sequence[int], repository_id: int
-) -> dict[tuple[int, int], list[float]]:
-    """The values of the series' succeeded runs at the commits at `positions` of main, by (series,
-    position), in one read."""
-    found: dict[tuple[int, int], list[float]] = defaultdict(list)
-    for series_id, position, value in (
-        Measurement.objects.filter(
-            series_id__in=list(series_ids),
-            run__status=RunStatus.SUCCEEDED,
-            commit__repository_id=repository_id,
-            commit__position__in=list(positions),
-        )
-        .order_by("pk")
-        .values_list("series_id", "commit__position", "value")
-    ):
-        if position is not None:
-            found[(series_id, position)].append(value)
-    return found
 
 
 def second_group(

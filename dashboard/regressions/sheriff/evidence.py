@@ -6,6 +6,7 @@ import itertools
 import logging
 import math
 import statistics
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -58,6 +59,27 @@ def end_values(*, series_id: int, commit_id: int) -> list[float]:
             series_id=series_id, commit_id=commit_id, run__status=RunStatus.SUCCEEDED
         ).values_list("value", flat=True)
     )
+
+
+def values_by_position(
+    *, series_ids: Sequence[int], positions: Sequence[int], repository_id: int
+) -> dict[tuple[int, int], list[float]]:
+    """The values of the series' succeeded runs at the commits at `positions` of main, by (series,
+    position), in one read."""
+    found: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for series_id, position, value in (
+        Measurement.objects.filter(
+            series_id__in=list(series_ids),
+            run__status=RunStatus.SUCCEEDED,
+            commit__repository_id=repository_id,
+            commit__position__in=list(positions),
+        )
+        .order_by("pk")
+        .values_list("series_id", "commit__position", "value")
+    ):
+        if position is not None:
+            found[(series_id, position)].append(value)
+    return found
 
 
 def fresh_measurements(

@@ -62,13 +62,13 @@ from dashboard.regressions.sheriff.beside import (
     beside_check,
     group_pairs,
     second_group,
-    values_by_position,
 )
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
     change_verdict,
     series_noises,
+    values_by_position,
 )
 from dashboard.regressions.sheriff.posterior import (
     CULPRIT_PROBABILITY,
