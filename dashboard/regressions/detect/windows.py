@@ -267,19 +267,28 @@ def window_values(*, series_ids: Sequence[int], commit_ids: Sequence[int]) -> di
 def series_points(*, series_id: int, commits: Sequence[WindowCommit]) -> list[SeriesPoint]:
     """The series' values at `commits` (the median of each commit's runs), in their order; commits it
     lacks are left out."""
-    values = commit_values(series_ids=[series_id], commit_ids=[commit.commit_id for commit in commits]).get(
-        series_id, {}
-    )
-    return [
-        SeriesPoint(
-            commit_id=commit.commit_id,
-            position=commit.position,
-            value=values[commit.commit_id].value,
-            runs=values[commit.commit_id].runs,
-        )
-        for commit in commits
-        if commit.commit_id in values
-    ]
+    return many_series_points(series_ids=[series_id], commits=commits)[series_id]
+
+
+def many_series_points(
+    *, series_ids: Sequence[int], commits: Sequence[WindowCommit]
+) -> dict[int, list[SeriesPoint]]:
+    """`series_points` of many series over the same commits, by series id, in one read."""
+    values = commit_values(series_ids=series_ids, commit_ids=[commit.commit_id for commit in commits])
+    points: dict[int, list[SeriesPoint]] = {}
+    for series_id in series_ids:
+        own = values.get(series_id, {})
+        points[series_id] = [
+            SeriesPoint(
+                commit_id=commit.commit_id,
+                position=commit.position,
+                value=own[commit.commit_id].value,
+                runs=own[commit.commit_id].runs,
+            )
+            for commit in commits
+            if commit.commit_id in own
+        ]
+    return points
 
 
 def series_window(*, series: Series, commit_id: int | None = None, size: int | None = None) -> SeriesWindow:

@@ -179,20 +179,15 @@ def _pair_test(
     ]
 
     # Each series' noise around the anchor and its values there and beyond, read once for every subset.
-    noises = (
-        {pk: noise for pk, (noise, _) in series_noises(series=series, commit_id=anchor.pk).items()}
-        if beyond
-        else {}
-    )
-    values = (
-        values_by_position(
+    noises: dict[int, float] = {}
+    values: dict[tuple[int, int], list[float]] = {}
+    if beyond:
+        noises = {pk: noise for pk, (noise, _) in series_noises(series=series, commit_id=anchor.pk).items()}
+        values = values_by_position(
             series_ids=[item.pk for item in series],
             positions=[position, *beyond],
             repository_id=anchor.repository_id,
         )
-        if beyond
-        else {}
-    )
 
     def test(subset: list[int], alpha: float) -> _Test:
         return _subset_test(

@@ -20,12 +20,11 @@ from dashboard.benchmarks.models import (
 )
 from dashboard.benchmarks.statistics import (
     MAX_NOISE_DEGREES,
-    CommitValue,
     NoiseEstimate,
     change_estimate,
     commit_value_variance,
 )
-from dashboard.regressions.detect.windows import WindowCommit, commit_values, commit_window
+from dashboard.regressions.detect.windows import SeriesPoint, commit_window, many_series_points
 
 logger = logging.getLogger(__name__)
 
@@ -127,38 +126,27 @@ def series_noises(*, series: Sequence[Series], commit_id: int) -> dict[int, tupl
     """`series_noise` of many series around one commit, by series id, from `noise_points`."""
     return {
         series_id: difference_noise_counted(
-            log_values(value.value for _, value in points), runs=[value.runs for _, value in points]
+            log_values(point.value for point in points), runs=[point.runs for point in points]
         )
         for series_id, points in noise_points(series=series, commit_id=commit_id).items()
     }
 
 
-def noise_points(
-    *, series: Sequence[Series], commit_id: int
-) -> dict[int, list[tuple[WindowCommit, CommitValue]]]:
-    """Each series' positive values over the `NOISE_POINTS` benchmarked commits of its suite and hardware
+def noise_points(*, series: Sequence[Series], commit_id: int) -> dict[int, list[SeriesPoint]]:
+    """Each series' positive points over the `NOISE_POINTS` benchmarked commits of its suite and hardware
     class around `commit_id`, in main order, by series id: one commit window per suite and hardware class
     and one read of their values, where reading one series at a time read the same window once per
     series (a side test of a suite of 55 series read it 55 times, and twice over)."""
-    by_pair: dict[tuple[int, str], list[Series]] = {}
+    by_pair: dict[tuple[int, str], list[int]] = defaultdict(list)
     for item in series:
-        by_pair.setdefault((item.suite_id, item.hardware_class), []).append(item)
-    points: dict[int, list[tuple[WindowCommit, CommitValue]]] = {}
-    for (suite_id, hardware_class), members in by_pair.items():
+        by_pair[(item.suite_id, item.hardware_class)].append(item.pk)
+    points: dict[int, list[SeriesPoint]] = {}
+    for (suite_id, hardware_class), series_ids in by_pair.items():
         window = commit_window(
             suite_id=suite_id, hardware_class=hardware_class, commit_id=commit_id, size=NOISE_POINTS
         )
-        values = commit_values(
-            series_ids=[item.pk for item in members],
-            commit_ids=[commit.commit_id for commit in window.commits],
-        )
-        for item in members:
-            own = values.get(item.pk, {})
-            points[item.pk] = [
-                (commit, own[commit.commit_id])
-                for commit in window.commits
-                if commit.commit_id in own and own[commit.commit_id].value > 0
-            ]
+        for series_id, found in many_series_points(series_ids=series_ids, commits=window.commits).items():
+            points[series_id] = [point for point in found if point.value > 0]
     return points
 
 

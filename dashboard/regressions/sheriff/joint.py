@@ -76,10 +76,10 @@ def combined_noise(
     order: dict[int, int] = {}
     runs: dict[int, int] = {}
     for series_id, points in noise_points(series=series, commit_id=commit_id).items():
-        for commit, point in points:
-            by_commit[commit.commit_id][series_id] = math.log(point.value)
-            order[commit.commit_id] = commit.position if commit.position is not None else 0
-            runs[commit.commit_id] = point.runs
+        for point in points:
+            by_commit[point.commit_id][series_id] = math.log(point.value)
+            order[point.commit_id] = point.position if point.position is not None else 0
+            runs[point.commit_id] = point.runs
     combined = [
         (value, runs[commit])
         for commit in sorted(by_commit, key=lambda commit: order[commit])
