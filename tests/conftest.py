@@ -5,11 +5,31 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from pytest_django.live_server_helper import LiveServer
 
 GUIDELLM_FIXTURES = Path(__file__).parent / "fixtures" / "guidellm"
+REDIS_DATABASES = 16
+
+
+def worker_broker_url(url: str, index: int) -> str:
+    """The broker of parallel test process `index` (pytest-xdist's gw0, gw1, …): the Redis database
+    `index` below the configured one (15, 14, … by default), on the same server."""
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{(database - index) % REDIS_DATABASES}"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
+    """With `pytest -n N` each test process gets a broker database of its own (each already gets a test
+    database of its own from pytest-django): tests that start real Celery workers empty their broker
+    database, ping every worker on it and drain its queues, and must not see another process's."""
+    base = os.environ["CELERY_BROKER_URL"]
+    for index, spec in enumerate(specs):
+        spec.env["CELERY_BROKER_URL"] = worker_broker_url(base, index)
 
 
 @pytest.fixture(scope="session", autouse=True)
