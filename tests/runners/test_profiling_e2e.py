@@ -27,7 +27,7 @@ from runners.suites import SuiteSpec, suite_get
 from tests.runners.conftest import TinySuiteRun
 from tests.runners.matmuls import matmul_op
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2700)]
+pytestmark = [pytest.mark.e2e, pytest.mark.vllm_server, pytest.mark.timeout(2700)]
 
 SHA = "82a85dc1e5c2a4b8f0e3d6a7c9b1f2e4d5a6b7c8"
 # vLLM writes key_averages()'s table beside each worker trace; its units and its rows.

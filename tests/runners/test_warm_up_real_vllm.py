@@ -12,7 +12,7 @@ from runners.server import server_warm_up
 from runners.suites import suite_get
 from tests.conftest import SharedServer
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.e2e, pytest.mark.vllm_server, pytest.mark.timeout(1200)]
 
 OUTPUT_TOKENS = 120
 # Room left for what the server adds to a prompt (none on the completions endpoint, a BOS at most).

@@ -27,7 +27,7 @@ from runners.pipeline import benchmark_execute
 from runners.suites import InstallMethod, suite_get
 from runners.tiny_model import tiny_model_ensure, tiny_model_name
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2400)]
+pytestmark = [pytest.mark.e2e, pytest.mark.vllm_server, pytest.mark.timeout(2400)]
 
 SHA = "5b0c3a1f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b"
 VERSION = "0.32.0"

@@ -28,7 +28,12 @@ from runners.suites import SuiteSpec, suite_get
 from tests.factories import CommitFactory
 from tests.workers.conftest import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1500)]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.vllm_server,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(1500),
+]
 
 
 def _capacity(run: Run) -> float:

@@ -28,7 +28,12 @@ from tests.factories import CommitFactory, RepositoryFactory, RunFactory, Series
 from tests.runners.matmuls import matmul_op
 from tests.workers.conftest import wait_for, worker_log, worker_ready
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(2400)]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.vllm_server,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(2400),
+]
 
 
 def test_a_culprit_and_its_parent_are_profiled_by_real_workers_and_diffed_on_the_group(

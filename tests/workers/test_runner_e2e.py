@@ -19,7 +19,12 @@ from dashboard.benchmarks.runs import run_enqueue, runs_requeue_expired
 from tests.factories import CommitFactory
 from tests.workers.conftest import wait_for, worker_group_kill
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True), pytest.mark.timeout(1500)]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.vllm_server,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(1500),
+]
 
 
 def _environment_of(process) -> dict[str, str]:
