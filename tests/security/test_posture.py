@@ -74,6 +74,8 @@ def test_without_a_real_secret_key_the_app_refuses_to_start(key) -> None:
         ("ab" * 40, "too simple"),
         (secrets.token_urlsafe(50), None),
     ],
+    # Named without the random keys: parallel test processes (pytest -n) must collect the same tests.
+    ids=["empty", "placeholder", "django-insecure", "short", "simple", "random"],
 )
 def test_what_counts_as_a_real_secret_key(key, problem) -> None:
     from dashboard.checks import secret_key_problem
