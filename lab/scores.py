@@ -168,24 +168,36 @@ class Scores:
     def culprits(self) -> int:
         return sum(score.exact for score in self.steps)
 
-    def json(self) -> dict[str, int | float | None]:
+    def json(self) -> dict[str, int | float | dict[str, int] | None]:
         significant = self.significant
         isolated = [score for score in significant if score.isolated]
         hours = sorted(score.hours for score in significant)
+        exact = sum(s.exact for s in significant)
+        exact_isolated = sum(s.exact for s in isolated)
+        unfinished = sum(not s.exact and not s.named_wrongly for s in significant)
         return {
             "steps": len(self.steps),
             "steps_2x": len(significant),
-            "exact_pct": _pct(sum(s.exact for s in significant), len(significant)),
-            "exact_isolated_pct": _pct(sum(s.exact for s in isolated), len(isolated)),
+            "exact_pct": _pct(exact, len(significant)),
+            "exact_isolated_pct": _pct(exact_isolated, len(isolated)),
             "false_notified_pct": _pct(self.false_notified, self.notified) or 0.0,
-            "unfinished_pct": _pct(
-                sum(not s.exact and not s.named_wrongly for s in significant), len(significant)
-            ),
+            "unfinished_pct": _pct(unfinished, len(significant)),
             "hours_median": _finite(quantile(hours, 0.5)),
             "hours_p90": _finite(quantile(hours, 0.9)),
             "gpu_hours_per_culprit": _finite(self.gpu_hours / self.culprits if self.culprits else math.inf),
             "interval_coverage_pct": _pct(self.intervals_covering, self.intervals),
             **{f"hours_to_{name}_median": hours for name, hours in self.phase_medians().items()},
+            # The counts behind the shares, so that several seeds can be pooled (`lab.aims`).
+            "counts": {
+                "exact": exact,
+                "isolated": len(isolated),
+                "exact_isolated": exact_isolated,
+                "unfinished": unfinished,
+                "notified": self.notified,
+                "false_notified": self.false_notified,
+                "intervals": self.intervals,
+                "intervals_covering": self.intervals_covering,
+            },
         }
 
     def phase_medians(self) -> dict[str, float | None]:

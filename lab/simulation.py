@@ -96,8 +96,8 @@ class SimulationReport:
         def share(part: int, whole: int) -> str:
             return f"{part} / {whole} = {100 * part / whole:.1f} %" if whole else f"{part} / 0"
 
-        def hours(value: float | None) -> str:
-            return "inf" if value is None else f"{value:.1f} h"
+        def hours(value: object) -> str:
+            return f"{value:.1f} h" if isinstance(value, int | float) else "inf"
 
         culprits = max(self.scores.culprits, 1)
         phases = self.scores.phase_medians()

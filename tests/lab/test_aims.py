@@ -52,3 +52,53 @@ def test_the_table_shows_each_seed_the_goal_and_the_verdict() -> None:
     assert "20.0" in p90 and "inf/none" in p90 and p90.endswith("NOT MET")
     assert "6 of 7 aims met over 2 seed(s)" in lines
     assert lines[-1] == "no scores: seed 11: stopped after 3600 s"
+
+
+def _counted(exact: int, steps_2x: int, **counts: int) -> dict[str, object]:
+    return {
+        **GOOD,
+        "steps_2x": steps_2x,
+        "exact_pct": round(100 * exact / steps_2x, 1),
+        "counts": {
+            "exact": exact,
+            "isolated": 10,
+            "exact_isolated": 10,
+            "unfinished": 1,
+            "notified": 20,
+            "false_notified": 0,
+            "intervals": 100,
+            "intervals_covering": 95,
+            **counts,
+        },
+    }
+
+
+def test_the_pooled_column_counts_every_seeds_steps_together_and_judges_nothing() -> None:
+    # 27 of 30 and 9 of 10 exact: 36 of 40 pooled (90 %), not the mean of 90 % and 90 % by accident:
+    # 28 of 30 and 6 of 10 pool to 34 of 40 (85 %), where the seeds' shares average 76.7 %.
+    table = aims_table({1: _counted(28, 30), 2: _counted(6, 10, unfinished=3, false_notified=1)})
+    lines = table.splitlines()
+    assert lines[0].split()[:6] == ["aim", "seed", "1", "seed", "2", "pooled"]
+    exact = next(line for line in lines if line.startswith("exact culprit, steps"))
+    assert exact.split()[6:9] == ["93.3", "60.0", "85.0"]
+    unfinished = next(line for line in lines if line.startswith("unfinished"))
+    assert "10.0" in unfinished.split()  # 4 of 40
+    false = next(line for line in lines if line.startswith("false notified"))
+    assert "2.5" in false.split()  # 1 of 40 groups
+    assert next(line for line in lines if line.startswith("steps >= 2x")).split()[5:] == [
+        "30",
+        "(40)",
+        "10",
+        "(40)",
+        "40",
+        "(80)",
+    ]
+    # The verdicts are the seeds' own: seed 2's 60 % fails the exact aim whatever the pooled figure.
+    assert not _verdicts({1: _counted(28, 30), 2: _counted(6, 10)})["exact_pct"]
+
+
+def test_the_pooled_column_is_blank_without_counts() -> None:
+    exact = next(
+        line for line in aims_table({1: GOOD}).splitlines() if line.startswith("exact culprit, steps")
+    )
+    assert exact.split()[6:9] == ["92.0", "median", ">="]

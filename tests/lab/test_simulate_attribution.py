@@ -29,6 +29,7 @@ KEYS = {
     "hours_to_suspected_median",
     "hours_to_confirmed_median",
     "hours_to_culprit_median",
+    "counts",
 }
 
 
@@ -53,6 +54,7 @@ def test_an_outside_world_plugs_in_and_its_step_is_scored() -> None:
     assert set(scores) == KEYS
     assert scores["steps"] == 1
     assert scores["steps_2x"] == 1
+    assert scores["counts"]["exact"] == 1 and scores["counts"]["false_notified"] == 0
     assert scores["exact_pct"] == 100.0  # a 15 % drop on 1 % noise, every hour a commit: named exactly
     assert scores["false_notified_pct"] == 0.0
     assert scores["unfinished_pct"] == 0.0
@@ -190,9 +192,10 @@ def test_several_seeds_run_in_their_own_processes_and_are_judged_against_the_aim
     by_seed = json.loads(lines[-1])
     assert set(by_seed) == {"3", "4"} and all(set(scores) == KEYS for scores in by_seed.values())
     header = next(line for line in lines if line.startswith("aim"))
-    assert header.split()[1:5] == ["seed", "3", "seed", "4"]
+    assert header.split()[1:6] == ["seed", "3", "seed", "4", "pooled"]
     exact = next(line for line in lines if line.startswith("exact culprit, steps >= 2x"))
     assert exact.endswith(" met")  # a 15 % drop on 1 % noise is named exactly on both seeds
+    assert exact.split()[6:9] == ["100.0", "100.0", "100.0"]  # and on both together
     assert any(line.endswith("aims met over 2 seed(s)") for line in lines)
 
 
