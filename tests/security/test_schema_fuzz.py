@@ -16,7 +16,9 @@ from schemathesis.checks import not_a_server_error
 
 from dashboard.wsgi import application
 
-pytestmark = pytest.mark.django_db
+# One process runs it (mark one_process): under pytest-xdist, schemathesis fuzzed only some operations
+# in each process, and the last test counts what this process sent.
+pytestmark = [pytest.mark.django_db, pytest.mark.one_process]
 
 # Per operation (schemathesis adds its coverage phase on top): 16 operations make the budget.
 EXAMPLES_PER_OPERATION = 100
