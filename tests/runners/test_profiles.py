@@ -102,7 +102,13 @@ def test_the_plain_json_of_a_trace_reads_as_its_gzip_does() -> None:
     assert trace_summarise(raw=gzip.decompress(raw)) == trace_summarise(raw=raw)
 
 
-@pytest.mark.parametrize("raw", [b"not json", gzip.compress(b"{}"), gzip.compress(b"[1, 2")])
+# Named, not by their bytes: a gzip header holds the time it was made, and parallel test processes must
+# collect the same tests.
+@pytest.mark.parametrize(
+    "raw",
+    [b"not json", gzip.compress(b"{}"), gzip.compress(b"[1, 2")],
+    ids=["not json", "gzip of an empty object", "gzip of cut json"],
+)
 def test_what_is_no_trace_is_refused(raw) -> None:
     with pytest.raises(TraceUnreadable):
         trace_summarise(raw=raw)
