@@ -149,7 +149,8 @@ def pooled(key: str, seeds: Sequence[Scores]) -> float | None:
         numbers = [counts.get(name, scores.get(name)) for name in POOLED[key]]
         if not all(isinstance(number, int) and not isinstance(number, bool) for number in numbers):
             return None
-        part, whole = part + int(cast(int, numbers[0])), whole + int(cast(int, numbers[1]))
+        part += cast(int, numbers[0])
+        whole += cast(int, numbers[1])
     return round(100 * part / whole, 1) if whole else None
 
 
@@ -159,10 +160,12 @@ def _pooled_cell(key: str, seeds: Sequence[Scores]) -> str:
 
 
 def _steps_sum(scores: Mapping[int, Scores]) -> str:
-    totals = [scores[seed].get("steps_2x") for seed in scores], [scores[seed].get("steps") for seed in scores]
-    if not all(isinstance(value, int) for values in totals for value in values):
+    """The steps row's pooled cell: every seed's steps of twice the noise (all steps), summed."""
+    significant = [scores[seed].get("steps_2x") for seed in scores]
+    steps = [scores[seed].get("steps") for seed in scores]
+    if not all(isinstance(value, int) for value in [*significant, *steps]):
         return ""
-    return f"{sum(cast(list[int], totals[0]))} ({sum(cast(list[int], totals[1]))})"
+    return f"{sum(cast(list[int], significant))} ({sum(cast(list[int], steps))})"
 
 
 def _steps(scores: Scores) -> str:
