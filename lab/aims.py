@@ -14,17 +14,21 @@ are those the culprit-search issue checks on seeds 1, 11, 23, 31 and 47 (three s
 A seed whose score is missing (null: nothing to count, or infinite hours) fails an aim that needs it.
 
 Beside the seeds, a *pooled* column counts every seed's steps, groups and intervals together (where the
-scores carry their counts). It judges nothing; it is the figure to compare two versions of the loop by:
-a change anywhere in the loop moves what every later run of a history does (which commits are run, when,
-on which node), so one seed's share moves by a step or two either way for reasons of its own.
+scores carry their counts) and takes the hours' median and p90 over every seed's steps together. It
+judges nothing; it is the figure to compare two versions of the loop by: a change anywhere in the loop
+moves what every later run of a history does (which commits are run, when, on which node), so one seed's
+share moves by a step or two either way for reasons of its own.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
+
+from lab.scores import quantile
 
 Scores = Mapping[str, object]
 
@@ -136,9 +140,16 @@ POOLED: dict[str, tuple[str, str]] = {
 }
 
 
+# The aims that are quantiles of the steps' hours, pooled over the seeds' "step_hours".
+POOLED_QUANTILES: dict[str, float] = {"hours_median": 0.5, "hours_p90": 0.9}
+
+
 def pooled(key: str, seeds: Sequence[Scores]) -> float | None:
-    """The aim `key` over every seed's counts together, in %; None for an aim that is not a share of
-    counts, or when a seed lacks its counts or there is nothing to count."""
+    """The aim `key` over every seed's counts (or steps' hours) together; None for an aim that is neither
+    a share of counts nor a quantile of hours, when a seed lacks what it needs, when there is nothing to
+    count, or for infinite hours."""
+    if key in POOLED_QUANTILES and seeds:
+        return _pooled_hours(POOLED_QUANTILES[key], seeds)
     if key not in POOLED or not seeds:
         return None
     part = whole = 0
@@ -154,8 +165,31 @@ def pooled(key: str, seeds: Sequence[Scores]) -> float | None:
     return round(100 * part / whole, 1) if whole else None
 
 
+def _hours_together(seeds: Sequence[Scores]) -> list[float] | None:
+    """Every seed's steps' hours in one sorted list (a None in a seed's list is infinite); None when a
+    seed lacks them or there are none."""
+    hours: list[float] = []
+    for scores in seeds:
+        steps = scores.get("step_hours")
+        if not isinstance(steps, list):
+            return None
+        numbers = [_number(value) for value in steps]
+        hours.extend(math.inf if number is None else number for number in numbers)
+    return sorted(hours) or None
+
+
+def _pooled_hours(q: float, seeds: Sequence[Scores]) -> float | None:
+    """The nearest-rank quantile `q` of every seed's steps' hours together, as `lab.scores` takes one
+    seed's; None when a seed lacks its hours, or when the quantile is infinite."""
+    hours = _hours_together(seeds)
+    value = quantile(hours, q) if hours else math.inf
+    return value if math.isfinite(value) else None
+
+
 def _pooled_cell(key: str, seeds: Sequence[Scores]) -> str:
     value = pooled(key, seeds)
+    if value is None and key in POOLED_QUANTILES and _hours_together(seeds):
+        return "inf"  # unfinished steps reach the quantile: infinite, not missing
     return "" if value is None else f"{value:.1f}"
 
 

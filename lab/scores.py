@@ -168,7 +168,7 @@ class Scores:
     def culprits(self) -> int:
         return sum(score.exact for score in self.steps)
 
-    def json(self) -> dict[str, int | float | dict[str, int] | None]:
+    def json(self) -> dict[str, int | float | dict[str, int] | list[float | None] | None]:
         significant = self.significant
         isolated = [score for score in significant if score.isolated]
         hours = sorted(score.hours for score in significant)
@@ -198,6 +198,9 @@ class Scores:
                 "intervals": self.intervals,
                 "intervals_covering": self.intervals_covering,
             },
+            # Each step's hours from merge to culprit (None: infinite), so that several seeds' quantiles
+            # can be taken over all their steps together.
+            "step_hours": [_finite(value) for value in hours],
         }
 
     def phase_medians(self) -> dict[str, float | None]:

@@ -102,3 +102,37 @@ def test_the_pooled_column_is_blank_without_counts() -> None:
         line for line in aims_table({1: GOOD}).splitlines() if line.startswith("exact culprit, steps")
     )
     assert exact.split()[6:9] == ["92.0", "median", ">="]
+
+
+def test_the_pooled_hours_are_quantiles_over_every_seeds_steps_together() -> None:
+    # Seed 1's steps take 1-9 h, seed 2's 10-19 h with one unfinished (None: infinite). Together, 20
+    # steps: the median is the 10th (10.0 h), not the median of the seeds' medians (5.0 and 14.0); the
+    # p90 is the 18th (18.0 h), though seed 2's own p90 is infinite.
+    first = {**GOOD, "hours_median": 5.0, "hours_p90": 9.0, "step_hours": [float(h) for h in range(1, 10)]}
+    second = {
+        **GOOD,
+        "hours_median": 14.0,
+        "hours_p90": None,
+        "step_hours": [float(h) for h in range(10, 20)] + [None],
+    }
+    lines = aims_table({1: first, 2: second}).splitlines()
+    median = next(line for line in lines if line.startswith("merge -> culprit, median"))
+    p90 = next(line for line in lines if line.startswith("merge -> culprit, p90"))
+    assert median.split()[5:8] == ["5.0", "14.0", "10.0"]
+    assert p90.split()[5:8] == ["9.0", "inf/none", "18.0"]
+    # Where the unfinished steps reach the quantile, the pooled cell says so.
+    third = {**GOOD, "hours_p90": None, "step_hours": [1.0, None, None, None]}
+    p90 = next(
+        line for line in aims_table({1: third}).splitlines() if line.startswith("merge -> culprit, p90")
+    )
+    assert p90.split()[5:7] == ["inf/none", "inf"]
+
+
+def test_the_pooled_hours_are_blank_without_every_seeds_hours() -> None:
+    with_hours = {**GOOD, "step_hours": [1.0, 2.0]}
+    median = next(
+        line
+        for line in aims_table({1: with_hours, 2: GOOD}).splitlines()
+        if line.startswith("merge -> culprit, median")
+    )
+    assert median.split()[5:8] == ["6.0", "6.0", "<="]

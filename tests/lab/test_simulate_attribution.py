@@ -30,6 +30,7 @@ KEYS = {
     "hours_to_confirmed_median",
     "hours_to_culprit_median",
     "counts",
+    "step_hours",
 }
 
 
@@ -59,6 +60,7 @@ def test_an_outside_world_plugs_in_and_its_step_is_scored() -> None:
     assert scores["false_notified_pct"] == 0.0
     assert scores["unfinished_pct"] == 0.0
     assert scores["hours_median"] is not None and scores["hours_median"] < 24
+    assert scores["step_hours"] == [scores["hours_median"]]  # its one step's hours, for pooling seeds
     # Where its hours went, in order: measured, then suspected, confirmed and named.
     phases = [scores[f"hours_to_{name}_median"] for name in ("measured", "suspected", "confirmed", "culprit")]
     assert None not in phases and phases == sorted(phases) and phases[-1] == scores["hours_median"]
@@ -196,6 +198,10 @@ def test_several_seeds_run_in_their_own_processes_and_are_judged_against_the_aim
     exact = next(line for line in lines if line.startswith("exact culprit, steps >= 2x"))
     assert exact.endswith(" met")  # a 15 % drop on 1 % noise is named exactly on both seeds
     assert exact.split()[6:9] == ["100.0", "100.0", "100.0"]  # and on both together
+    # The pooled median hours: the nearest-rank median of both seeds' one step each, the sooner one.
+    median = next(line for line in lines if line.startswith("merge -> culprit, median"))
+    hours = sorted(hours for scores in by_seed.values() for hours in scores["step_hours"])
+    assert median.split()[7] == f"{hours[0]:.1f}"
     assert any(line.endswith("aims met over 2 seed(s)") for line in lines)
 
 
