@@ -148,8 +148,9 @@ def pooled(key: str, seeds: Sequence[Scores]) -> float | None:
     """The aim `key` over every seed's counts (or steps' hours) together; None for an aim that is neither
     a share of counts nor a quantile of hours, when a seed lacks what it needs, when there is nothing to
     count, or for infinite hours."""
-    if key in POOLED_QUANTILES and seeds:
-        return _pooled_hours(POOLED_QUANTILES[key], seeds)
+    if key in POOLED_QUANTILES:
+        value = _pooled_hours(POOLED_QUANTILES[key], seeds)
+        return value if value is not None and math.isfinite(value) else None
     if key not in POOLED or not seeds:
         return None
     part = whole = 0
@@ -165,32 +166,26 @@ def pooled(key: str, seeds: Sequence[Scores]) -> float | None:
     return round(100 * part / whole, 1) if whole else None
 
 
-def _hours_together(seeds: Sequence[Scores]) -> list[float] | None:
-    """Every seed's steps' hours in one sorted list (a None in a seed's list is infinite); None when a
-    seed lacks them or there are none."""
+def _pooled_hours(q: float, seeds: Sequence[Scores]) -> float | None:
+    """The nearest-rank quantile `q` of every seed's steps' hours together (a None in a seed's list is
+    infinite), as `lab.scores` takes one seed's: inf when unfinished steps reach it; None when a seed lacks
+    its hours or there are none."""
     hours: list[float] = []
     for scores in seeds:
         steps = scores.get("step_hours")
         if not isinstance(steps, list):
             return None
-        numbers = [_number(value) for value in steps]
-        hours.extend(math.inf if number is None else number for number in numbers)
-    return sorted(hours) or None
-
-
-def _pooled_hours(q: float, seeds: Sequence[Scores]) -> float | None:
-    """The nearest-rank quantile `q` of every seed's steps' hours together, as `lab.scores` takes one
-    seed's; None when a seed lacks its hours, or when the quantile is infinite."""
-    hours = _hours_together(seeds)
-    value = quantile(hours, q) if hours else math.inf
-    return value if math.isfinite(value) else None
+        for value in steps:
+            number = _number(value)
+            hours.append(math.inf if number is None else number)
+    return quantile(sorted(hours), q) if hours else None
 
 
 def _pooled_cell(key: str, seeds: Sequence[Scores]) -> str:
-    value = pooled(key, seeds)
-    if value is None and key in POOLED_QUANTILES and _hours_together(seeds):
-        return "inf"  # unfinished steps reach the quantile: infinite, not missing
-    return "" if value is None else f"{value:.1f}"
+    value = _pooled_hours(POOLED_QUANTILES[key], seeds) if key in POOLED_QUANTILES else pooled(key, seeds)
+    if value is None:
+        return ""
+    return f"{value:.1f}" if math.isfinite(value) else "inf"  # inf: unfinished steps reach the quantile
 
 
 def _steps_sum(scores: Mapping[int, Scores]) -> str:
