@@ -15,11 +15,11 @@ HISTORIES = 30
 NOISE = 0.015
 
 
-def _edges_found(*, depth: float, length: int, after: int) -> tuple[int, int]:
+def _edges_found(*, depth: float, length: int, after: int, histories: int = HISTORIES) -> tuple[int, int]:
     """(histories with both edges found, with at least one) of an excursion `depth` noise scales down
     over `length` points from point 50, with `after` points after it."""
     both = either = 0
-    for seed in range(HISTORIES):
+    for seed in range(histories):
         rng = np.random.default_rng(seed)
         logs = rng.normal(0.0, NOISE, 50 + length + after)
         logs[50 : 50 + length] -= depth * NOISE
@@ -77,3 +77,13 @@ def test_a_short_excursion_is_found_wherever_it_falls_among_the_seeded_intervals
             )
 
     assert both >= 62
+
+
+def test_a_short_steep_excursion_with_few_points_after_it_is_found_with_both_edges() -> None:
+    """Three points 3.5 noise scales down and five after: the excursion's test, stricter than a boundary's
+    own by `EXCURSION_STRICTNESS`, must not be so strict that it loses what each edge alone cannot show."""
+    both, either = _edges_found(depth=3.5, length=3, after=5, histories=40)
+
+    # Ten times stricter than a boundary's own test found both edges in 18 of these 40 histories.
+    assert both >= 22
+    assert either >= both
