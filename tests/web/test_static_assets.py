@@ -98,3 +98,14 @@ def test_charts_draw_with_the_cartesian_bundle_sent_compressed(browser, build_hi
     drawn = browser.page.evaluate("() => document.querySelectorAll('.js-plotly-plot .main-svg').length")
     assert drawn >= len(HEADLINE_METRICS)
     assert browser.console_errors == []
+
+
+@pytest.mark.django_db
+def test_a_browser_asking_for_favicon_ico_is_sent_to_the_sites_icon(client) -> None:
+    # The admin's pages name no icon, so Chromium asks for /favicon.ico; a 404 there is a console error.
+    response = client.get("/favicon.ico")
+
+    assert response.status_code == 301
+    icon = client.get(response["Location"])
+    assert icon.status_code == 200
+    assert b"<svg" in _body(icon)
