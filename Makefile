@@ -62,7 +62,6 @@ demo: $(BIN)/.installed $(DEMO_ENV_FILE)
 	$(DEMO_ENV) $(BIN)/python manage.py detect_alerts
 	$(DEMO_ENV) $(BIN)/python manage.py verify_demo
 	$(DEMO_ENV) $(BIN)/python manage.py profile_demo
-	$(DEMO_ENV) $(BIN)/python manage.py profile_demo
 	@echo "PerfWatch demo: http://$(HOST):$(PORT)/"
 	$(DEMO_ENV) $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
