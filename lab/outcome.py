@@ -7,10 +7,11 @@ import math
 import re
 from datetime import datetime
 
-from django.db.models import Min
+from django.db.models import Min, Q
 
 from dashboard.benchmarks.models import Run, RunStatus, Suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupState, TriageEvent
+from dashboard.regressions.sheriff.evidence import TESTED
 from lab.scores import GroupSeries, NotifiedGroup, Outcome, ShownInterval, TrueStep
 from lab.worlds import World, step_span
 
@@ -27,8 +28,10 @@ def judged_ranges(positions: dict[str, int]) -> dict[int, tuple[int, int]]:
         if base is not None and head is not None:
             ranges[group_id] = (base, head)
     verdict_event: dict[int, int] = {}
+    # A verdict, not the group's opening ("suspected: ..."): a range can change between the two.
     for group_id, event_id in (
         TriageEvent.objects.filter(group_id__in=list(ranges), field="state")
+        .filter(Q(new_value__startswith=GroupState.CONFIRMED) | Q(new_value__startswith=GroupState.DISMISSED))
         .order_by("pk")
         .values_list("group_id", "pk")
     ):
@@ -58,6 +61,18 @@ def _confirmed_at() -> dict[int, datetime]:
     ):
         moments.setdefault(group_id, at)
     return moments
+
+
+def _tested_range(evidence: dict, positions: dict[str, int], judged: tuple[int, int]) -> tuple[int, int]:
+    """The range a group's verdicts were computed on, as its evidence records it: a group confirmed by
+    another's search, or split from one, shows that group's verdicts. Else the range it was judged on."""
+    tested = evidence.get(TESTED)
+    if isinstance(tested, dict):
+        base = positions.get(str(tested.get("base", ""))[:8])
+        head = positions.get(str(tested.get("head", ""))[:8])
+        if base is not None and head is not None:
+            return base, head
+    return judged
 
 
 def _measured_at(steps: tuple[TrueStep, ...]) -> dict[tuple[str, int], datetime]:
@@ -171,6 +186,7 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
                     confirmed_at=confirmed_at.get(group_id, changed_at),
                 )
             )
+        tested_base, tested_head = _tested_range(evidence or {}, positions, (judged_base, judged_head))
         for verdict in (evidence or {}).get("alerts", []):
             low, high = verdict.get("ci_low_pct"), verdict.get("ci_high_pct")
             if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
@@ -180,8 +196,8 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
                     suite=verdict["suite"],
                     concurrency=int(verdict["concurrency"]),
                     metric=verdict["metric"],
-                    base=judged_base,
-                    head=judged_head,
+                    base=tested_base,
+                    head=tested_head,
                     low_pct=float(low),
                     high_pct=float(high),
                 )

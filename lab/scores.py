@@ -24,9 +24,11 @@ Pure: no Django. `lab.simulation` reads the outcome from the database into these
   divided by the number of steps named exactly.
 - **Interval coverage.** Every change the product shows with a 95 % interval on a judged group's page
   (the per-series verdicts in the group's evidence: change, low and high, for the range ``(base, head]``
-  it was judged on) is compared with the true change of that series over that range: the product of the
-  moves of every step inside it (their parts inside, for gradual ones). Coverage is the share of these
-  intervals that hold the true change, ends included; a range without any step has a true change of 0.
+  their repeats were of, which the evidence records: a group confirmed by another's search, or split
+  from one, shows that group's verdicts) is compared with the true change of that series over that
+  range: the product of the moves of every step inside it (their parts inside, for gradual ones).
+  Coverage is the share of these intervals that hold the true change, ends included; a range without
+  any step has a true change of 0.
 """
 
 from __future__ import annotations

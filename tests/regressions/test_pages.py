@@ -248,6 +248,43 @@ def test_a_dismissed_group_stays_visible_with_its_evidence(client: Client) -> No
     assert "3 + 3" in page and "-1.9 – 1.3 %" in page and "0.3100" in page
 
 
+def test_a_verdict_names_the_commits_its_repeats_were_of_when_the_group_has_since_narrowed(
+    client: Client,
+) -> None:
+    wider = (cast(Commit, CommitFactory()), cast(Commit, CommitFactory()))
+    group = group_create(suite=suite_create(), change_pct=-6.0)
+    verdict = {
+        "suite": "kimi-k3-8k1k",
+        "hardware": "b300",
+        "concurrency": 16,
+        "metric": THROUGHPUT,
+        "base_values": [100.0, 100.4],
+        "head_values": [94.0, 94.2],
+        "change_pct": -6.0,
+        "ci_low_pct": -7.9,
+        "ci_high_pct": -4.1,
+        "p_value": 0.0001,
+        "holds": True,
+    }
+    tested = {"base": wider[0].sha, "head": wider[1].sha}
+    AlertGroup.objects.filter(pk=group.pk).update(
+        evidence={"rounds": 1, "alerts": [verdict], "tested": tested}
+    )
+
+    page = client.get(f"/alerts/{group.pk}/").content.decode()
+
+    assert f'href="/commits/{wider[0].sha}/">{wider[0].sha[:8]}</a>' in page
+    assert f'href="/commits/{wider[1].sha}/">{wider[1].sha[:8]}</a>, the range it was judged on' in page
+
+    AlertGroup.objects.filter(pk=group.pk).update(
+        base_commit=wider[0],
+        head_commit=wider[1],
+        evidence={"rounds": 1, "alerts": [verdict], "tested": tested},
+    )
+    page = client.get(f"/alerts/{group.pk}/").content.decode()
+    assert f"{wider[1].sha[:8]}</a>: each interval" in page  # its own range: nothing more to say
+
+
 def test_a_group_opened_after_another_links_it_and_is_linked_back(client: Client) -> None:
     suite = suite_create()
     dismissed = group_create(suite=suite, change_pct=-6.0, state=GroupState.DISMISSED)

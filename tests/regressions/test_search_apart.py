@@ -14,6 +14,7 @@ import pytest
 from dashboard.benchmarks.models import Commit, Measurement, Run, RunKind, RunStatus, Series, Suite
 from dashboard.benchmarks.subjects import ChangeClass
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageStatus
+from dashboard.regressions.sheriff.evidence import TESTED
 from dashboard.regressions.sheriff.search import group_search
 from dashboard.regressions.sheriff.settle import groups_search
 from tests.conftest import DispatchLog
@@ -121,6 +122,8 @@ def test_a_docs_only_commit_beside_the_likeliest_culprit_is_run_before_it_is_rul
 def test_two_suites_that_changed_at_different_commits_end_in_two_groups() -> None:
     world = Suites({"kimi": _step(32, 0.94), "llama": _step(35, 0.94)}, seed=12)
     group = world.confirmed()
+    tested = {"base": world.commits[BASE].sha, "head": world.commits[HEAD].sha}
+    AlertGroup.objects.filter(pk=group.pk).update(evidence={"rounds": 1, "alerts": [], TESTED: tested})
 
     ran = world.search(group)
 
@@ -134,6 +137,8 @@ def test_two_suites_that_changed_at_different_commits_end_in_two_groups() -> Non
     split = next(item for item in groups.values() if item.pk != group.pk)
     assert split.state == GroupState.CONFIRMED
     assert split.evidence["split_from"] == group.pk
+    # The verdicts it takes along say which range their repeats were of: not the split's own.
+    assert split.evidence[TESTED] == tested
     # Where it was judged stays on record: the range it came from.
     event = split.events.filter(field="range").order_by("pk").first()
     assert event is not None

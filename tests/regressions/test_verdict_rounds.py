@@ -8,6 +8,7 @@ import pytest
 
 from dashboard.benchmarks.models import Measurement, Run, RunKind, RunStatus
 from dashboard.regressions.models import AlertGroup, GroupState
+from dashboard.regressions.sheriff.evidence import TESTED
 from dashboard.regressions.sheriff.verdicts import (
     CONFIRM_ALPHA,
     MAX_ROUNDS,
@@ -44,10 +45,10 @@ def dispatched(dispatched: DispatchLog) -> list[int]:
     return dispatched.runs
 
 
-def _judged_on_round(*, rounds: int, head_factor: float) -> tuple[str, dict]:
+def _judged_on_round(*, rounds: int, head_factor: float, world: World | None = None) -> tuple[str, dict]:
     """A one-alert group judged on round `rounds`: two repeats an end per round so far, the head's
     `head_factor` times the base's, run to run."""
-    world = World(level=lambda index: LEVEL, benchmarked=lambda i: i <= 20, seed=41)
+    world = world or World(level=lambda index: LEVEL, benchmarked=lambda i: i <= 20, seed=41)
     group = world.suspected(base=19, head=20, change_pct=-3.0)
     AlertGroup.objects.filter(pk=group.pk).update(evidence={"rounds": rounds})
     runs = [LEVEL * (1.0 + OFFSETS[index % len(OFFSETS)]) for index in range(2 * rounds)]
@@ -110,3 +111,15 @@ def test_the_same_step_that_came_close_is_confirmed_on_the_last_round(settings) 
     (verdict,) = evidence["alerts"]
     assert verdict["p_value"] < round_alpha(rounds=MAX_ROUNDS, tests=1)
     assert state == GroupState.CONFIRMED
+
+
+def test_a_verdict_says_which_commits_its_repeats_were_of(settings) -> None:
+    # A search narrows the group afterwards, and a split or merge hands its verdicts to another group:
+    # each interval is the change across these two commits, whatever the group's range becomes.
+    settings.PERFWATCH_VERIFICATION_REPEATS = 2
+    world = World(level=lambda index: LEVEL, benchmarked=lambda i: i <= 20, seed=41)
+
+    state, evidence = _judged_on_round(rounds=1, head_factor=0.9, world=world)
+
+    assert state == GroupState.CONFIRMED
+    assert evidence[TESTED] == {"base": world.commits[19].sha, "head": world.commits[20].sha}

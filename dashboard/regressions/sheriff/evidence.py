@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 # No benchmark repeats better than this (log scale): a quieter estimate is an artefact of few points.
 NOISE_FLOOR_LOG = 0.001
+# A group's evidence key for the commits its verdict's repeats were of ({"base": sha, "head": sha}).
+TESTED = "tested"
 # A repeat further than this many noise scales from the median of its commit is a slow run, not data.
 OUTLIER_SIGMAS = 4.0
 # Benchmarked commits around a commit that a series' noise is estimated from.

@@ -66,6 +66,7 @@ from dashboard.regressions.sheriff.beside import (
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
+    TESTED,
     change_verdict,
     series_noises,
     values_by_position,
@@ -965,6 +966,8 @@ def _split_off(
         "alerts": verdicts,
         "split_from": group.pk,
     }
+    if TESTED in group.evidence:  # the verdicts go with the range they were of
+        evidence[TESTED] = group.evidence[TESTED]
     if found:
         evidence["search"] = {"stopped": "found", "culprit": head.sha, "base": base.sha, "head": head.sha}
     target, created = AlertGroup.objects.get_or_create(

@@ -45,6 +45,7 @@ from dashboard.regressions.sheriff.beside import dismissed_base_check
 from dashboard.regressions.sheriff.budget import suite_budget_use
 from dashboard.regressions.sheriff.evidence import (
     NOISE_FLOOR_LOG,
+    TESTED,
     change_verdict,
     fresh_values,
     large_enough,
@@ -464,6 +465,9 @@ def _judge(*, group_id: int) -> tuple[str, str]:
             "rounds": rounds,
             "alerts": [asdict(verdict) for verdict in verdicts],
             "joint": [asdict(joint) for joint in joints],
+            # The range the repeats were of: a search narrows the group later, a split or a merge hands
+            # these verdicts to another group, and each interval is the change of this range alone.
+            TESTED: {"base": group.base_commit.sha, "head": group.head_commit.sha},
         }
         if FRESH_SINCE in group.evidence:  # a reopened group's rounds go on counting from its reopening
             evidence[FRESH_SINCE] = group.evidence[FRESH_SINCE]
