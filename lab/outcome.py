@@ -200,6 +200,7 @@ def outcome_read(*, world: World, culprit_at: dict[int, datetime], gpu_hours: fl
                     head=tested_head,
                     low_pct=float(low),
                     high_pct=float(high),
+                    group_id=group_id,
                 )
             )
     return Outcome(

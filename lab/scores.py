@@ -97,6 +97,27 @@ class ShownInterval:
     head: int
     low_pct: float
     high_pct: float
+    group_id: int | None = None  # the group whose page shows it
+
+
+@dataclass(frozen=True)
+class MissedInterval:
+    """A shown interval that does not hold the true change of its range."""
+
+    interval: ShownInterval
+    truth_pct: float
+
+    def line(self) -> str:
+        shown = self.interval
+        half = (shown.high_pct - shown.low_pct) / 2
+        middle = (shown.high_pct + shown.low_pct) / 2
+        off = f" ({abs(self.truth_pct - middle) / half:.1f} half-widths from its middle)" if half > 0 else ""
+        group = f"group #{shown.group_id} " if shown.group_id is not None else ""
+        return (
+            f"missed interval: {group}{shown.suite} c={shown.concurrency} {shown.metric} "
+            f"({shown.base}, {shown.head}]: [{shown.low_pct:+.2f}, {shown.high_pct:+.2f}] %, "
+            f"truth {self.truth_pct:+.2f} %{off}"
+        )
 
 
 @dataclass(frozen=True)
@@ -161,6 +182,7 @@ class Scores:
     intervals_covering: int
     runs: int
     gpu_hours: float
+    missed_intervals: tuple[MissedInterval, ...] = ()
 
     @property
     def significant(self) -> list[StepScore]:
@@ -323,7 +345,7 @@ def scores_compute(outcome: Outcome) -> Scores:
     false_groups = tuple(
         group for group in outcome.notified if not any(true_by(group, step) for step in outcome.steps)
     )
-    covering = 0
+    missed = []
     for interval in outcome.intervals:
         factor = 1.0
         for step in outcome.steps:
@@ -331,14 +353,16 @@ def scores_compute(outcome: Outcome) -> Scores:
                 factor *= moves_inside(step, base=interval.base, head=interval.head).get(
                     (interval.concurrency, interval.metric), 1.0
                 )
-        covering += interval.low_pct <= (factor - 1) * 100 <= interval.high_pct
+        if not interval.low_pct <= (factor - 1) * 100 <= interval.high_pct:
+            missed.append(MissedInterval(interval=interval, truth_pct=(factor - 1) * 100))
     return Scores(
         steps=tuple(scored),
         notified=len(outcome.notified),
         false_notified=len(false_groups),
         false_groups=false_groups,
         intervals=len(outcome.intervals),
-        intervals_covering=covering,
+        intervals_covering=len(outcome.intervals) - len(missed),
         runs=outcome.runs,
         gpu_hours=outcome.gpu_hours,
+        missed_intervals=tuple(missed),
     )

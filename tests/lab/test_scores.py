@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from lab.scores import (
     GroupSeries,
+    MissedInterval,
     NotifiedGroup,
     Outcome,
     ShownInterval,
@@ -195,6 +196,22 @@ def test_interval_coverage_compares_each_shown_interval_with_the_true_change_of_
     )
     scores = scores_compute(Outcome(steps=steps, notified=(), intervals=intervals, runs=1, gpu_hours=8))
     assert scores.json()["interval_coverage_pct"] == 50.0
+    # The misses are listed with the truth of their range, for `--steps`.
+    assert [(missed.interval, round(missed.truth_pct, 2)) for missed in scores.missed_intervals] == [
+        (intervals[1], -14.5),
+        (intervals[3], 0.0),
+    ]
+
+
+def test_a_missed_interval_says_where_the_truth_lay() -> None:
+    shown = ShownInterval("s", 16, THROUGHPUT, 9, 12, -12.0, -8.0, group_id=7)
+
+    line = MissedInterval(interval=shown, truth_pct=-14.5).line()
+
+    assert line == (
+        f"missed interval: group #7 s c=16 {THROUGHPUT} (9, 12]: [-12.00, -8.00] %, truth -14.50 % "
+        "(2.2 half-widths from its middle)"
+    )
 
 
 def test_quantiles_of_partly_infinite_hours() -> None:

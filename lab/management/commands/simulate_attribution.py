@@ -33,7 +33,12 @@ class Command(BaseCommand):
             default=DEFAULT_WORLD,
             help="MODULE:CALLABLE: CALLABLE(seed, days, suites) returns a world (see lab/worlds.py)",
         )
-        parser.add_argument("--steps", action="store_true", help="list every true step and what became of it")
+        parser.add_argument(
+            "--steps",
+            action="store_true",
+            help="list every true step and what became of it, the false groups, and every shown 95 %% "
+            "interval that missed the truth of its range",
+        )
         parser.add_argument(
             "--explain",
             action="store_true",
@@ -94,6 +99,8 @@ class Command(BaseCommand):
                     for s in group.series
                 )
                 self.stdout.write(f"false group #{group.group_id} ({group.base}, {group.head}]: {series}")
+            for missed in report.scores.missed_intervals:
+                self.stdout.write(missed.line())
         self.stdout.write(report.text())
         if options["json"]:
             self.stdout.write(report.json_line())
