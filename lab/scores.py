@@ -353,8 +353,9 @@ def scores_compute(outcome: Outcome) -> Scores:
                 factor *= moves_inside(step, base=interval.base, head=interval.head).get(
                     (interval.concurrency, interval.metric), 1.0
                 )
-        if not interval.low_pct <= (factor - 1) * 100 <= interval.high_pct:
-            missed.append(MissedInterval(interval=interval, truth_pct=(factor - 1) * 100))
+        truth_pct = (factor - 1) * 100
+        if not interval.low_pct <= truth_pct <= interval.high_pct:
+            missed.append(MissedInterval(interval=interval, truth_pct=truth_pct))
     return Scores(
         steps=tuple(scored),
         notified=len(outcome.notified),
