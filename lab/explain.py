@@ -6,7 +6,8 @@ judged (a search narrows a range, and a group judged over a step may name anothe
 state, kind, range and verdict: the series its repeats tested, their change with its 95 % interval, p,
 runs at each end and the noise the test used, beside the world's own noise where the world says it
 (`noise_at`, optional in the contract: its run-to-run noise with slow runs aside, where a world has them;
-a verdict's noise counts them, so it is the larger, by how much the slow runs weigh). Then
+a verdict's noise counts them, so it is the larger, by how much the slow runs weigh), and for a group
+whose culprit was searched, how its search stopped, its likeliest commits and its runs at each. Then
 the runs of the step's suite at each commit around it, by kind. A step no group touched was never
 detected; a dismissed group over it was tested on the wrong series or too noisy a scale; a confirmed
 group over it is a search that named another commit or did not finish.
@@ -19,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from dashboard.benchmarks.models import Run, RunStatus
+from dashboard.benchmarks.models import Commit, Run, RunStatus
 from dashboard.regressions.models import AlertGroup, TriageEvent
 from lab.outcome import judged_ranges
 from lab.scores import Scores, StepScore
@@ -29,6 +30,8 @@ from lab.worlds import World
 REACH = 4
 # Verdicts listed per group: its strongest tests.
 VERDICTS_SHOWN = 4
+# Commits named on a search's line, likeliest first.
+LIKELIEST_SHOWN = 3
 
 
 def steps_explain(*, world: World, scores: Scores) -> dict[int, list[str]]:
@@ -131,7 +134,30 @@ def _group_lines(
         lines.append(line)
     if len(tested) > VERDICTS_SHOWN:
         lines.append(f"        and {len(tested) - VERDICTS_SHOWN} more tested series")
+    search = evidence.get("search")
+    if isinstance(search, dict) and search.get("posterior"):
+        lines.append(_search_line(search))
     return lines
+
+
+def _search_line(search: Mapping[str, Any]) -> str:
+    """Where a group's culprit search stands or ended: how it stopped, after how many of its runs, the
+    scale of one run's share of the change (large: the sides barely differ, each run tells little), its
+    likeliest commits and the runs at each commit of the range it searched."""
+    rows = search["posterior"]
+    positions = dict(
+        Commit.objects.filter(sha__in=[row["sha"] for row in rows]).values_list("sha", "position")
+    )
+    candidates = sorted(rows[1:], key=lambda row: -row["probability"])[:LIKELIEST_SHOWN]
+    likeliest = ", ".join(
+        f"@{positions.get(row['sha'])} {row['probability'] * 100:.0f} %" for row in candidates
+    )
+    runs = ", ".join(f"@{positions.get(row['sha'])} {row['runs']}" for row in rows)
+    return (
+        f"        search {search.get('stopped') or 'going on'} after {search.get('runs_queued', 0)} of "
+        f"{search.get('runs_cap', '?')} runs, share scale {search.get('share_scale', '?')}: likeliest "
+        f"{likeliest}; runs {runs}"
+    )
 
 
 def _runs_line(*, suite: str, low: int, high: int) -> str:

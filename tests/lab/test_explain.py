@@ -9,7 +9,7 @@ from typing import cast
 
 import pytest
 
-from dashboard.benchmarks.models import Commit, RunKind, RunStatus, Series
+from dashboard.benchmarks.models import Commit, RunKind, RunStatus, Series, Suite
 from dashboard.regressions.models import Alert, AlertGroup, GroupKind, GroupState, TriageEvent
 from lab.explain import steps_explain
 from lab.scores import StepScore, TrueStep
@@ -45,16 +45,26 @@ def _step(*, at: int, exact: bool) -> StepScore:
     return StepScore(step=step, exact=exact, named_wrongly=False, hours=math.inf, isolated=True)
 
 
+def _suite_history(length: int) -> tuple[Suite, list[Commit]]:
+    """The step's suite and `length` commits of main, at positions 0 to length - 1."""
+    repository = RepositoryFactory()
+    commits = [cast(Commit, CommitFactory(repository=repository, position=index)) for index in range(length)]
+    return cast(Suite, SuiteFactory(name="sim-suite-2")), commits
+
+
+def _regression_group(base: Commit, head: Commit, *, state: str, evidence: dict[str, object]) -> AlertGroup:
+    return AlertGroup.objects.create(
+        base_commit=base, head_commit=head, kind=GroupKind.REGRESSION, state=state, evidence=evidence
+    )
+
+
 @pytest.mark.django_db
 def test_a_dismissed_group_over_a_step_is_listed_with_the_series_it_tested_and_the_noise_it_used() -> None:
-    suite = SuiteFactory(name="sim-suite-2")
-    repository = RepositoryFactory()
-    commits = [cast(Commit, CommitFactory(repository=repository, position=index)) for index in range(70)]
+    suite, commits = _suite_history(70)
     itl = cast(Series, SeriesFactory(suite=suite, hardware_class="b300", concurrency=16, metric=ITL))
-    group = AlertGroup.objects.create(
-        base_commit=commits[44],
-        head_commit=commits[47],
-        kind=GroupKind.REGRESSION,
+    group = _regression_group(
+        commits[44],
+        commits[47],
         state=GroupState.DISMISSED,
         evidence={
             "rounds": 3,
@@ -158,4 +168,43 @@ def test_the_command_explains_a_step_it_could_not_name_and_only_that_one() -> No
     assert (
         lines[late + 3].startswith("    runs of outside-suite: @43 1 routine")
         and "@47 1 routine" in lines[late + 3]
+    )
+
+
+@pytest.mark.django_db
+def test_a_search_that_spent_its_cap_is_listed_with_its_likeliest_commits_and_its_runs_at_each() -> None:
+    # A change at 129 beside one at 128 that no group holds: the search ran 129 again and again while its
+    # posterior stayed split between 129 and 131.
+    suite, commits = _suite_history(135)
+    series = cast(Series, SeriesFactory(suite=suite, hardware_class="b300", concurrency=1, metric=THROUGHPUT))
+    rows = [(128, 0.0, 3), (129, 0.5448, 32), (130, 0.0229, 1), (131, 0.4322, 3)]
+    group = _regression_group(
+        commits[128],
+        commits[131],
+        state=GroupState.CONFIRMED,
+        evidence={
+            "search": {
+                "posterior": [
+                    {"sha": commits[at].sha, "probability": p, "runs": runs, "pending": 0, "docs_only": False}
+                    for at, p, runs in rows
+                ],
+                "runs_queued": 32,
+                "runs_cap": 32,
+                "share_scale": 11.7473,
+                "stopped": "cap",
+            }
+        },
+    )
+    Alert.objects.create(
+        group=group, series=series, kind="regression", before_value=100, after_value=95, change_pct=-5.0
+    )
+
+    explained = steps_explain(
+        world=_NoisyWorld(commits),  # type: ignore[arg-type]
+        scores=_Scores([_step(at=129, exact=False)]),  # type: ignore[arg-type]
+    )
+
+    assert explained[0][2] == (
+        "        search cap after 32 of 32 runs, share scale 11.7473: likeliest @129 54 %, @131 43 %, "
+        "@130 2 %; runs @128 3, @129 32, @130 1, @131 3"
     )
